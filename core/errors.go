@@ -1,0 +1,38 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors shared by every implementation of core's ports. Callers
+// compare with errors.Is; implementations wrap them with context.
+var (
+	// ErrNotFound reports that a task, comment or job does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrStale reports a fenced write refused because the attempt that made
+	// it is no longer the job's current attempt (or the job left the state
+	// the write expected).
+	ErrStale = errors.New("stale attempt")
+	// ErrLeaseLost reports that a worker no longer holds a job's lease.
+	ErrLeaseLost = errors.New("lease lost")
+	// ErrAborted reports that a job was aborted.
+	ErrAborted = errors.New("job aborted")
+	// ErrNoJob is returned by Queue.Claim when no job became ready in time.
+	ErrNoJob = errors.New("no job ready")
+	// ErrDuplicate reports that an inbound event or platform message was
+	// already recorded.
+	ErrDuplicate = errors.New("duplicate")
+	// ErrClosed is returned by a component used after Close.
+	ErrClosed = errors.New("closed")
+)
+
+// TransitionError reports a job state change outside the transition table.
+type TransitionError struct {
+	JobID    int64
+	From, To JobState
+}
+
+func (e *TransitionError) Error() string {
+	return fmt.Sprintf("job %d: state change %s -> %s is not allowed", e.JobID, e.From, e.To)
+}

@@ -1,0 +1,45 @@
+package core
+
+import "time"
+
+// OutboxKind is what an outbox message asks a platform to do.
+type OutboxKind string
+
+// Outbox kinds.
+const (
+	OutboxPost    OutboxKind = "post"
+	OutboxUpdate  OutboxKind = "update"
+	OutboxReact   OutboxKind = "react"
+	OutboxUnreact OutboxKind = "unreact"
+	OutboxUpload  OutboxKind = "upload"
+)
+
+// OutboxState is the delivery state of an outbox message.
+type OutboxState string
+
+// Outbox states.
+const (
+	OutboxPending OutboxState = "pending"
+	OutboxSent    OutboxState = "sent"
+	OutboxFailed  OutboxState = "failed"
+)
+
+// OutboxMessage is one message to a platform. Every message Baton sends to
+// a thread goes through the outbox, so that it is written in the same
+// transaction as the state change that caused it and delivered at least
+// once, in Seq order per task.
+type OutboxMessage struct {
+	ID            int64
+	TaskID        int64
+	JobID         int64 // 0: not tied to a job
+	Attempt       int64 // the job attempt that wrote it; 0 when not fenced
+	Seq           int64 // order within the task; assigned by the store
+	Kind          OutboxKind
+	Payload       string // JSON, owned by the deliverer of the task's platform
+	State         OutboxState
+	Tries         int
+	NextTryAt     time.Time
+	LastError     string
+	PlatformMsgID string // set once delivered
+	CreatedAt     time.Time
+}

@@ -1,0 +1,151 @@
+package core
+
+import (
+	"context"
+	"time"
+)
+
+// Store is the system of record: tasks, comments, jobs, their events, the
+// outbox and inbound dedup keys. Implementations are safe for concurrent use.
+// Errors wrap ErrNotFound, ErrStale, ErrDuplicate or *TransitionError where
+// those apply.
+type Store interface {
+	TaskStore
+	JobStore
+	OutboxStore
+	InboundStore
+	// Ping reports whether the store is reachable.
+	Ping(ctx context.Context) error
+	Close() error
+}
+
+// TaskStore keeps tasks and their comments.
+type TaskStore interface {
+	// EnsureTask returns the task for t.Thread, creating it from t when
+	// there is none. created reports whether it was created. The store sets
+	// ID, Workspace (when empty), CreatedAt and UpdatedAt.
+	EnsureTask(ctx context.Context, t Task) (task Task, created bool, err error)
+	// Task returns the task with id, or ErrNotFound.
+	Task(ctx context.Context, id int64) (Task, error)
+	// TaskByThread returns the task keyed on ref, or ErrNotFound.
+	TaskByThread(ctx context.Context, ref ThreadRef) (Task, error)
+	// AddComment stores c. When c.PlatformMsgID is set and the task already
+	// has a comment with it, it returns that comment and an error wrapping
+	// ErrDuplicate.
+	AddComment(ctx context.Context, c Comment) (Comment, error)
+	// RecentComments returns the task's last n comments, oldest first.
+	RecentComments(ctx context.Context, taskID int64, n int) ([]Comment, error)
+}
+
+// JobFilter selects jobs. Zero fields do not filter.
+type JobFilter struct {
+	TaskID      int64
+	ParentJobID int64
+	States      []JobState
+	Limit       int // 0: no limit
+}
+
+// Progress is a running job's progress, persisted at every movement
+// boundary so that a redelivered job resumes at its movement. Values are
+// absolute, not increments.
+type Progress struct {
+	Movement         string
+	MovementCount    int
+	Iteration        int
+	Lessons          string
+	PromptTokens     int64
+	CompletionTokens int64
+}
+
+// Finish describes how a running attempt ends.
+type Finish struct {
+	// To is the new state: succeeded, failed, aborted, waiting_human,
+	// waiting_subtasks, or queued (requeue).
+	To JobState
+	// CountFailure, with To == queued, counts the run as a failure (a failed
+	// run to retry); without it the requeue is free (graceful shutdown).
+	CountFailure   bool
+	ResultSummary  string
+	Error          string
+	Question       string // with To == waiting_human
+	ResumeMovement string // with To == waiting_human or waiting_subtasks
+	AbortedBy      string // with To == aborted
+	// Children are created with the parent's transition to
+	// waiting_subtasks, in the same transaction.
+	Children []Job
+	// Comments (bot questions and answers) and Outbox messages are written
+	// in the same transaction as the state change.
+	Comments []Comment
+	Outbox   []OutboxMessage
+}
+
+// JobStore keeps jobs and their history.
+//
+// Writes made on behalf of a running attempt (SaveProgress, FinishJob) are
+// fenced on the attempt: they fail with ErrStale when the job's current
+// attempt differs or the job is no longer running, and then change nothing.
+type JobStore interface {
+	// CreateJob stores j in state queued and returns it with its ID.
+	CreateJob(ctx context.Context, j Job) (Job, error)
+	// Job returns the job with id, or ErrNotFound.
+	Job(ctx context.Context, id int64) (Job, error)
+	// Jobs returns the jobs matching f, newest first.
+	Jobs(ctx context.Context, f JobFilter) ([]Job, error)
+	// ActiveJob returns the task's active job (queued, running or waiting),
+	// or ErrNotFound.
+	ActiveJob(ctx context.Context, taskID int64) (Job, error)
+	// StartJob marks the job running under attempt, the fencing token the
+	// queue handed out with the claim. A job running under an older attempt
+	// lost its lease: the takeover counts a failure. It fails with ErrStale
+	// when the job already ran under attempt or a newer one, and with a
+	// *TransitionError when the job is not queued or running (terminal or
+	// waiting).
+	StartJob(ctx context.Context, id, attempt int64) (Job, error)
+	// SaveProgress records a running attempt's progress (fenced).
+	SaveProgress(ctx context.Context, id, attempt int64, p Progress) error
+	// FinishJob ends a running attempt as f says (fenced), writing f's
+	// children, comments and outbox messages in the same transaction. It
+	// returns the updated job; a park increments WaitSeq.
+	FinishJob(ctx context.Context, id, attempt int64, f Finish) (Job, error)
+	// FailJob fails a queued or running job outside any attempt: the queue
+	// declared it dead. A terminal job is left as it is (no error).
+	FailJob(ctx context.Context, id int64, reason string) (Job, error)
+	// ResumeJob requeues a job waiting under waitSeq (waiting_human or
+	// waiting_subtasks). It reports false, changing nothing, when the job is
+	// no longer waiting under waitSeq, so a reply delivered twice resumes once.
+	ResumeJob(ctx context.Context, id, waitSeq int64) (bool, error)
+	// RequestAbort records an abort by who. A queued or waiting job becomes
+	// aborted at once; a running job keeps running until its worker stops it
+	// (see AbortRequestedAt). A terminal job is returned unchanged.
+	RequestAbort(ctx context.Context, id int64, by string) (Job, error)
+	// AddEvent appends to a job's history.
+	AddEvent(ctx context.Context, e JobEvent) error
+	// Events returns a job's history, oldest first.
+	Events(ctx context.Context, jobID int64) ([]JobEvent, error)
+	// CountJobs returns how many jobs are in each state.
+	CountJobs(ctx context.Context) (map[JobState]int64, error)
+}
+
+// OutboxStore keeps messages waiting for delivery to platforms.
+type OutboxStore interface {
+	// AddOutbox stores messages outside any job transition.
+	AddOutbox(ctx context.Context, msgs ...OutboxMessage) error
+	// DueOutbox returns up to limit pending messages of tasks on platform
+	// whose NextTryAt is not after now, in (task, seq) order, at most the
+	// first pending message per task so that a thread's order holds.
+	DueOutbox(ctx context.Context, platform Platform, now time.Time, limit int) ([]OutboxMessage, error)
+	// OutboxSent marks a message delivered.
+	OutboxSent(ctx context.Context, id int64, platformMsgID string) error
+	// OutboxRetry records a failed try and when to try again.
+	OutboxRetry(ctx context.Context, id int64, next time.Time, lastErr string) error
+	// OutboxFail gives up on a message.
+	OutboxFail(ctx context.Context, id int64, lastErr string) error
+}
+
+// InboundStore keeps dedup keys of inbound events.
+type InboundStore interface {
+	// SeenInbound records key and reports whether it was new.
+	SeenInbound(ctx context.Context, key string, at time.Time) (first bool, err error)
+	// PruneInbound deletes keys seen before t and returns how many.
+	PruneInbound(ctx context.Context, before time.Time) (int64, error)
+}

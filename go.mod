@@ -1,0 +1,3 @@
+module github.com/baton-bot/baton
+
+go 1.26.0
