@@ -1,0 +1,249 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/baton-bot/baton/core"
+)
+
+// Engine runs a job that the executor marked running. It returns how the
+// job ends; an error is a failed run, retried until MaxFailures.
+//
+// Run must watch ctx: when it is cancelled (context.Cause says why), Run
+// returns promptly and whatever it returns is discarded in favour of the
+// cancellation's outcome.
+type Engine interface {
+	Run(ctx context.Context, r *Run) (core.Finish, error)
+}
+
+// EngineFunc adapts a function to Engine.
+type EngineFunc func(ctx context.Context, r *Run) (core.Finish, error)
+
+// Run calls f.
+func (f EngineFunc) Run(ctx context.Context, r *Run) (core.Finish, error) { return f(ctx, r) }
+
+// Run is one attempt of a job as the engine sees it. Its writes are fenced
+// on the attempt: once another attempt has taken the job over they fail with
+// core.ErrStale and change nothing.
+type Run struct {
+	Job   core.Job
+	store core.JobStore
+}
+
+// Attempt returns the fencing token of this run.
+func (r *Run) Attempt() int64 { return r.Job.Attempt }
+
+// Save persists the job's progress (at every movement boundary).
+func (r *Run) Save(ctx context.Context, p core.Progress) error {
+	if err := r.store.SaveProgress(ctx, r.Job.ID, r.Job.Attempt, p); err != nil {
+		return fmt.Errorf("save progress of job %d: %w", r.Job.ID, err)
+	}
+	return nil
+}
+
+// Event appends to the job's history.
+func (r *Run) Event(ctx context.Context, kind, movement, detail string) error {
+	return r.store.AddEvent(ctx, core.JobEvent{JobID: r.Job.ID, At: time.Now(), Kind: kind, Movement: movement, Detail: detail})
+}
+
+// ExecutorConfig configures an Executor.
+type ExecutorConfig struct {
+	MaxFailures int                       // failed runs before a job fails for good (5)
+	Backoff     func(n int) time.Duration // delay before the n-th retry (core.RetryBackoff)
+	Logger      *slog.Logger
+}
+
+// Executor is the Handler that runs the store's jobs: it marks the job
+// running under the lease's attempt, runs the engine, and records the
+// outcome with a fenced write before the lease is settled. A job whose row is
+// already terminal is acked without running; one taken over by a newer
+// attempt is dropped.
+type Executor struct {
+	store  core.JobStore
+	q      core.Queue
+	engine Engine
+	cfg    ExecutorConfig
+	log    *slog.Logger
+}
+
+var _ Handler = (*Executor)(nil)
+
+// NewExecutor returns an executor of store's jobs. q is used to dispatch the
+// jobs a finish creates or resumes (subtasks and their parent).
+func NewExecutor(store core.JobStore, q core.Queue, e Engine, cfg ExecutorConfig) *Executor {
+	if cfg.MaxFailures <= 0 {
+		cfg.MaxFailures = 5
+	}
+	if cfg.Backoff == nil {
+		cfg.Backoff = core.RetryBackoff
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Executor{store: store, q: q, engine: e, cfg: cfg, log: cfg.Logger}
+}
+
+// Handle runs the job of lease l.
+func (x *Executor) Handle(ctx context.Context, l core.Lease) Result {
+	log := x.log.With("job", l.JobID, "attempt", l.Attempt)
+	// Store writes that settle the attempt must land even when ctx is
+	// cancelled: they run on a detached context with a deadline.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+
+	j, err := x.store.StartJob(wctx, l.JobID, l.Attempt)
+	var terr *core.TransitionError
+	switch {
+	case errors.Is(err, core.ErrStale):
+		log.Info("claim is stale: a newer attempt owns the job")
+		return Result{Action: Drop}
+	case errors.Is(err, core.ErrNotFound):
+		log.Warn("claimed job is not in the store: dropping it from the queue")
+		return Result{Action: Ack}
+	case errors.As(err, &terr):
+		if terr.From == core.JobWaitingHuman || terr.From == core.JobWaitingSubtasks {
+			cur, jerr := x.store.Job(wctx, l.JobID)
+			if jerr == nil && cur.State == terr.From {
+				return Result{Action: Park, WaitSeq: cur.WaitSeq}
+			}
+		}
+		log.Info("claimed job is not runnable: acking", "state", terr.From)
+		return Result{Action: Ack}
+	case err != nil:
+		log.Warn("start job failed", "err", err)
+		return Result{Action: Nack, Delay: x.cfg.Backoff(l.Failures + 1)}
+	}
+	log = log.With("task", j.TaskID)
+
+	var fin core.Finish
+	var runErr error
+	if !j.AbortRequestedAt.IsZero() {
+		runErr = core.ErrAborted // aborted while no worker held it
+	} else {
+		fin, runErr = x.runEngine(ctx, j)
+		if runErr == nil && !finishes(fin.To) {
+			runErr = fmt.Errorf("engine ended the job with state %q", fin.To)
+		}
+	}
+
+	switch cause := context.Cause(ctx); {
+	case errors.Is(runErr, core.ErrAborted) || errors.Is(cause, core.ErrAborted):
+		cur, jerr := x.store.Job(wctx, j.ID)
+		by := cur.AbortedBy
+		if jerr != nil || by == "" {
+			by = "someone"
+		}
+		fin = core.Finish{To: core.JobAborted, AbortedBy: by}
+	case errors.Is(cause, core.ErrLeaseLost):
+		return Result{Action: Drop}
+	case errors.Is(cause, ErrShutdown):
+		fin = core.Finish{To: core.JobQueued}
+	case runErr != nil:
+		if j.Failures+1 >= x.cfg.MaxFailures {
+			fin = core.Finish{To: core.JobFailed, Error: fmt.Sprintf("the job failed %d times; last error: %v", j.Failures+1, runErr)}
+		} else {
+			log.Warn("job run failed; it will be retried", "err", runErr, "failures", j.Failures+1)
+			fin = core.Finish{To: core.JobQueued, CountFailure: true, Error: runErr.Error()}
+		}
+	}
+
+	done, err := x.store.FinishJob(wctx, j.ID, j.Attempt, fin)
+	switch {
+	case errors.Is(err, core.ErrStale):
+		log.Info("finish refused: a newer attempt owns the job")
+		return Result{Action: Drop}
+	case err != nil:
+		log.Error("recording the job's outcome failed", "err", err)
+		return Result{Action: Nack, Delay: x.cfg.Backoff(l.Failures + 1)}
+	}
+	x.afterFinish(wctx, done, log)
+
+	switch done.State {
+	case core.JobWaitingHuman, core.JobWaitingSubtasks:
+		return Result{Action: Park, WaitSeq: done.WaitSeq}
+	case core.JobQueued:
+		if fin.CountFailure {
+			return Result{Action: Nack, Delay: x.cfg.Backoff(done.Failures)}
+		}
+		return Result{Action: Requeue}
+	default:
+		return Result{Action: Ack}
+	}
+}
+
+// finishes reports whether an engine may end a run with state s.
+func finishes(s core.JobState) bool {
+	return s != core.JobRunning && core.CanTransition(core.JobRunning, s)
+}
+
+// runEngine calls the engine, turning a panic into an error.
+func (x *Executor) runEngine(ctx context.Context, j core.Job) (fin core.Finish, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("engine panicked: %v", r)
+		}
+	}()
+	return x.engine.Run(ctx, &Run{Job: j, store: x.store})
+}
+
+// afterFinish dispatches what a finish set in motion: the children a parent
+// waits for, and the parent once its last child ended.
+func (x *Executor) afterFinish(ctx context.Context, j core.Job, log *slog.Logger) {
+	if j.State == core.JobWaitingSubtasks {
+		children, err := x.store.Jobs(ctx, core.JobFilter{ParentJobID: j.ID, States: []core.JobState{core.JobQueued}})
+		if err != nil {
+			log.Error("listing subtask jobs failed; the reconciler will dispatch them", "err", err)
+		}
+		for _, c := range children {
+			if err := x.q.Enqueue(ctx, c.ID); err != nil {
+				log.Error("enqueueing a subtask job failed; the reconciler will dispatch it", "child", c.ID, "err", err)
+			}
+		}
+		// Children that all ended before the parent parked resume it now.
+		x.resumeParent(ctx, j.ID, log)
+	}
+	if j.ParentJobID != 0 && j.State.Terminal() {
+		x.resumeParent(ctx, j.ParentJobID, log)
+	}
+}
+
+// resumeParent requeues a parent waiting for subtasks once none of its
+// children is active.
+func (x *Executor) resumeParent(ctx context.Context, parentID int64, log *slog.Logger) {
+	parent, err := x.store.Job(ctx, parentID)
+	if err != nil || parent.State != core.JobWaitingSubtasks {
+		return
+	}
+	children, err := x.store.Jobs(ctx, core.JobFilter{ParentJobID: parentID})
+	if err != nil {
+		log.Error("listing subtask jobs failed", "parent", parentID, "err", err)
+		return
+	}
+	for _, c := range children {
+		if c.State.Active() {
+			return
+		}
+	}
+	ok, err := x.store.ResumeJob(ctx, parentID, parent.WaitSeq)
+	if err != nil || !ok {
+		return
+	}
+	if _, err := x.q.Resume(ctx, parentID, parent.WaitSeq); err != nil {
+		log.Error("resuming the parent in the queue failed; the reconciler will dispatch it", "parent", parentID, "err", err)
+	}
+}
+
+// DeadJobs returns a DeadFunc that fails in store the jobs the queue gave up
+// on.
+func DeadJobs(store core.JobStore, log *slog.Logger) DeadFunc {
+	return func(ctx context.Context, l core.Lease) {
+		reason := fmt.Sprintf("the job was interrupted %d times (its worker stopped or lost contact) and was given up", l.Failures)
+		if _, err := store.FailJob(ctx, l.JobID, reason); err != nil {
+			log.Error("failing a dead job failed", "job", l.JobID, "err", err)
+		}
+	}
+}

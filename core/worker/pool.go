@@ -1,0 +1,420 @@
+// Package worker runs jobs from a core.Queue with bounded concurrency.
+//
+// A Pool claims leases, keeps them alive with batched heartbeats, cancels a
+// job's context when it is aborted or its lease is lost, and settles the
+// lease (ack, nack, park, requeue) with what its Handler returns. An
+// Executor is the Handler that runs jobs of the store: it fences every write
+// on the lease's attempt and hands the work to an Engine.
+//
+// Typical use:
+//
+//	pool := worker.NewPool(q, worker.NewExecutor(store, q, engine, execCfg), poolCfg)
+//	err := pool.Run(ctx) // until ctx ends, then a graceful shutdown
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/baton-bot/baton/core"
+)
+
+// ErrShutdown is the cause of a job context cancelled because the pool shut
+// down before the job ended within the grace period.
+var ErrShutdown = errors.New("worker shutting down")
+
+// Action says how a Pool settles a lease after its Handler returned.
+type Action int
+
+// Actions.
+const (
+	Ack     Action = iota // done: remove from the queue
+	Nack                  // failed: count a failure, retry after Delay
+	Park                  // waiting under WaitSeq: release the lease
+	Requeue               // not done, not failed: back to the head of the queue
+	Drop                  // the lease is no longer ours: touch nothing
+)
+
+func (a Action) String() string {
+	return [...]string{"ack", "nack", "park", "requeue", "drop"}[a]
+}
+
+// Result is a Handler's verdict on one lease.
+type Result struct {
+	Action  Action
+	Delay   time.Duration // with Nack
+	WaitSeq int64         // with Park
+}
+
+// Handler runs one claimed job. The context it gets is cancelled with cause
+// core.ErrAborted when the job is aborted, core.ErrLeaseLost when the lease
+// could not be kept, and ErrShutdown when the pool stops; context.Cause
+// tells which. Handle must return soon after its context is cancelled.
+type Handler interface {
+	Handle(ctx context.Context, l core.Lease) Result
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(ctx context.Context, l core.Lease) Result
+
+// Handle calls f.
+func (f HandlerFunc) Handle(ctx context.Context, l core.Lease) Result { return f(ctx, l) }
+
+// DeadFunc is told about jobs the queue gave up on after too many failures.
+type DeadFunc func(ctx context.Context, l core.Lease)
+
+// PoolConfig configures a Pool. Zero fields take the defaults noted.
+type PoolConfig struct {
+	Concurrency   int           // jobs run at once (4)
+	Lease         time.Duration // the queue's lease length (30 s)
+	Heartbeat     time.Duration // how often leases are renewed (10 s)
+	Reap          time.Duration // how often expired leases are reaped (5 s)
+	AbortPoll     time.Duration // how often running jobs' abort flags are polled (1 s)
+	ClaimWait     time.Duration // how long one claim call waits for a job (2 s)
+	ShutdownGrace time.Duration // how long running jobs may finish on shutdown (20 s)
+	MaxFailures   int           // failures before the queue gives up on a job (5)
+	OnDead        DeadFunc      // optional
+	Logger        *slog.Logger
+}
+
+func (c *PoolConfig) setDefaults() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = 4
+	}
+	def(&c.Lease, 30*time.Second)
+	def(&c.Heartbeat, 10*time.Second)
+	def(&c.Reap, 5*time.Second)
+	def(&c.AbortPoll, time.Second)
+	def(&c.ClaimWait, 2*time.Second)
+	def(&c.ShutdownGrace, 20*time.Second)
+	if c.MaxFailures <= 0 {
+		c.MaxFailures = 5
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Pool runs jobs from a queue. Create it with NewPool; Run it once.
+type Pool struct {
+	q   core.Queue
+	h   Handler
+	cfg PoolConfig
+	log *slog.Logger
+
+	mu      sync.Mutex
+	running map[int64]*job // guarded by mu; keyed on job id
+}
+
+// job is a lease being worked on.
+type job struct {
+	lease   core.Lease
+	cancel  context.CancelCauseFunc
+	renewed time.Time // local time the last successful renewal was sent
+}
+
+// NewPool returns a pool that claims from q and runs h.
+func NewPool(q core.Queue, h Handler, cfg PoolConfig) *Pool {
+	cfg.setDefaults()
+	return &Pool{q: q, h: h, cfg: cfg, log: cfg.Logger, running: make(map[int64]*job)}
+}
+
+// Running returns the ids of the jobs being run now.
+func (p *Pool) Running() []int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ids := make([]int64, 0, len(p.running))
+	for id := range p.running {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// Run claims and runs jobs until ctx ends. Then it stops claiming, lets
+// running jobs finish for up to ShutdownGrace, cancels the rest with cause
+// ErrShutdown, waits for them to settle and returns nil.
+func (p *Pool) Run(ctx context.Context) error {
+	// Jobs run under a context that outlives ctx by the grace period.
+	jobsCtx, cancelJobs := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer cancelJobs(ErrShutdown)
+	bgCtx, stopBg := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopBg()
+
+	var bg sync.WaitGroup
+	for _, loop := range []func(context.Context){p.heartbeatLoop, p.abortPollLoop, p.watchAbortsLoop, p.reapLoop} {
+		bg.Add(1)
+		go func() {
+			defer bg.Done()
+			loop(bgCtx)
+		}()
+	}
+
+	var claimers sync.WaitGroup
+	for range p.cfg.Concurrency {
+		claimers.Add(1)
+		go func() {
+			defer claimers.Done()
+			p.claimLoop(ctx, jobsCtx)
+		}()
+	}
+
+	<-ctx.Done()
+	done := make(chan struct{})
+	go func() {
+		claimers.Wait()
+		close(done)
+	}()
+	timer := time.NewTimer(p.cfg.ShutdownGrace)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+		p.log.Info("shutdown grace over: cancelling running jobs", "running", len(p.Running()))
+		cancelJobs(ErrShutdown)
+		<-done
+	}
+	stopBg()
+	bg.Wait()
+	return nil
+}
+
+// claimLoop claims and runs one job at a time until stop ends.
+func (p *Pool) claimLoop(stop, jobsCtx context.Context) {
+	var errDelay time.Duration
+	for stop.Err() == nil {
+		// A claim is not cancelled half-way: a reply lost to cancellation
+		// would leave a job leased to nobody until its lease expires.
+		l, err := p.q.Claim(context.WithoutCancel(stop), p.cfg.ClaimWait)
+		switch {
+		case errors.Is(err, core.ErrNoJob):
+			errDelay = 0
+			continue
+		case err != nil:
+			errDelay = min(max(2*errDelay, 100*time.Millisecond), 5*time.Second)
+			p.log.Warn("claim failed", "err", err, "retry_in", errDelay)
+			sleep(stop, errDelay)
+			continue
+		}
+		errDelay = 0
+		p.run(jobsCtx, l)
+	}
+}
+
+// run handles one lease and settles it.
+func (p *Pool) run(jobsCtx context.Context, l core.Lease) {
+	ctx, cancel := context.WithCancelCause(jobsCtx)
+	defer cancel(nil)
+	p.mu.Lock()
+	p.running[l.JobID] = &job{lease: l, cancel: cancel, renewed: time.Now()}
+	p.mu.Unlock()
+
+	res := p.handle(ctx, l)
+
+	p.mu.Lock()
+	delete(p.running, l.JobID)
+	p.mu.Unlock()
+	if errors.Is(context.Cause(ctx), core.ErrLeaseLost) {
+		res = Result{Action: Drop}
+	}
+	p.settle(l, res)
+}
+
+// handle calls the handler, turning a panic into a failed run.
+func (p *Pool) handle(ctx context.Context, l core.Lease) (res Result) {
+	defer func() {
+		if r := recover(); r != nil {
+			p.log.Error("job handler panicked", "job", l.JobID, "panic", r, "stack", string(debug.Stack()))
+			res = Result{Action: Nack, Delay: core.RetryBackoff(l.Failures + 1)}
+		}
+	}()
+	return p.h.Handle(ctx, l)
+}
+
+// settle tells the queue how the lease ended. It retries briefly: a lease
+// left unsettled is not lost, only delayed until it expires and is reaped.
+func (p *Pool) settle(l core.Lease, res Result) {
+	if res.Action == Drop {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var err error
+	for try := 0; try < 5; try++ {
+		switch res.Action {
+		case Ack:
+			err = p.q.Ack(ctx, l)
+		case Nack:
+			err = p.q.Nack(ctx, l, res.Delay)
+		case Park:
+			err = p.q.Park(ctx, l, res.WaitSeq)
+		case Requeue:
+			err = p.q.Requeue(ctx, l)
+		}
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+		sleep(ctx, time.Duration(try+1)*100*time.Millisecond)
+	}
+	if err != nil {
+		p.log.Warn("settling lease failed; the lease will expire and be reaped",
+			"job", l.JobID, "attempt", l.Attempt, "action", res.Action.String(), "err", err)
+	}
+}
+
+// heartbeatLoop renews every running lease in one batch per tick, and
+// cancels jobs whose lease is lost, aborted, or could not be renewed for
+// longer than the lease minus a margin (self-fencing).
+func (p *Pool) heartbeatLoop(ctx context.Context) {
+	t := time.NewTicker(p.cfg.Heartbeat)
+	defer t.Stop()
+	margin := min(p.cfg.Lease/6, p.cfg.Heartbeat)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		p.mu.Lock()
+		jobs := make([]*job, 0, len(p.running))
+		leases := make([]core.Lease, 0, len(p.running))
+		for _, j := range p.running {
+			jobs = append(jobs, j)
+			leases = append(leases, j.lease)
+		}
+		p.mu.Unlock()
+		if len(leases) == 0 {
+			continue
+		}
+		sent := time.Now()
+		hctx, cancel := context.WithTimeout(ctx, p.cfg.Heartbeat)
+		st, err := p.q.Heartbeat(hctx, leases)
+		cancel()
+		if err == nil && len(st) != len(leases) {
+			err = fmt.Errorf("heartbeat: %d statuses for %d leases", len(st), len(leases))
+		}
+		p.mu.Lock()
+		for i, j := range jobs {
+			switch {
+			case err != nil:
+				if time.Since(j.renewed) >= p.cfg.Lease-margin {
+					p.log.Warn("lease not renewed in time: stopping the job", "job", j.lease.JobID, "err", err)
+					j.cancel(core.ErrLeaseLost)
+				}
+			case st[i] == core.LeaseLost:
+				p.log.Warn("lease lost: stopping the job", "job", j.lease.JobID, "attempt", j.lease.Attempt)
+				j.cancel(core.ErrLeaseLost)
+			case st[i] == core.LeaseAbort:
+				j.renewed = sent
+				j.cancel(core.ErrAborted)
+			default:
+				j.renewed = sent
+			}
+		}
+		p.mu.Unlock()
+		if err != nil {
+			p.log.Warn("heartbeat failed", "err", err)
+		}
+	}
+}
+
+// abortPollLoop is the sure path for aborts: pub/sub may lose a message,
+// polling the flags of running jobs every AbortPoll does not.
+func (p *Pool) abortPollLoop(ctx context.Context) {
+	t := time.NewTicker(p.cfg.AbortPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		ids := p.Running()
+		if len(ids) == 0 {
+			continue
+		}
+		pctx, cancel := context.WithTimeout(ctx, p.cfg.AbortPoll)
+		aborted, err := p.q.AbortRequested(pctx, ids)
+		cancel()
+		if err != nil {
+			p.log.Debug("abort poll failed", "err", err)
+			continue
+		}
+		for _, id := range aborted {
+			p.abort(id)
+		}
+	}
+}
+
+// watchAbortsLoop is the fast path for aborts, re-subscribing when the
+// subscription breaks.
+func (p *Pool) watchAbortsLoop(ctx context.Context) {
+	delay := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		start := time.Now()
+		err := p.q.WatchAborts(ctx, p.abort)
+		if ctx.Err() != nil {
+			return
+		}
+		if time.Since(start) > time.Minute {
+			delay = 100 * time.Millisecond
+		}
+		p.log.Debug("abort watch ended; watching again", "err", err, "in", delay)
+		sleep(ctx, delay)
+		delay = min(2*delay, 5*time.Second)
+	}
+}
+
+// abort cancels the job with id if this pool runs it.
+func (p *Pool) abort(id int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if j, ok := p.running[id]; ok {
+		j.cancel(core.ErrAborted)
+	}
+}
+
+// reapLoop returns expired leases to the queue and reports dead jobs.
+func (p *Pool) reapLoop(ctx context.Context) {
+	t := time.NewTicker(p.cfg.Reap)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		dead, err := p.q.Reap(ctx, p.cfg.MaxFailures)
+		if err != nil {
+			if ctx.Err() == nil {
+				p.log.Warn("reap failed", "err", err)
+			}
+			continue
+		}
+		for _, l := range dead {
+			p.log.Warn("job failed too many times: giving up", "job", l.JobID, "failures", l.Failures)
+			if p.cfg.OnDead != nil {
+				p.cfg.OnDead(ctx, l)
+			}
+		}
+	}
+}
+
+// sleep waits for d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
