@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"net"
 	"net/url"
@@ -265,7 +266,11 @@ func LoadConfig(path string, env func(string) string) (Config, error) {
 	if path != "" {
 		data, err := os.ReadFile(path)
 		if err != nil {
-			return Config{}, &ConfigError{File: path, Msg: fmt.Sprintf("cannot read config: %v", errors.Unwrap(err))}
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err // the path is already in the message
+			}
+			return Config{}, &ConfigError{File: path, Msg: fmt.Sprintf("cannot read config: %v", err)}
 		}
 		if err := decodeConfig(data, path, &cfg); err != nil {
 			return Config{}, err
