@@ -1,0 +1,674 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Config is Baton's whole configuration. The yaml names are a public
+// contract (SPEC §11); configs/baton.yaml documents every key, and a test
+// fails when a key here is missing from it.
+type Config struct {
+	DataDir      string `yaml:"data_dir"`
+	PiecesDir    string `yaml:"pieces_dir"`
+	DefaultPiece string `yaml:"default_piece"`
+	Locale       string `yaml:"locale"`
+	Timezone     string `yaml:"timezone"`
+
+	LLM        LLMConfig        `yaml:"llm"`
+	Context    ContextConfig    `yaml:"context"`
+	Agent      AgentConfig      `yaml:"agent"`
+	Redis      RedisConfig      `yaml:"redis"`
+	Queue      QueueConfig      `yaml:"queue"`
+	Workers    WorkersConfig    `yaml:"workers"`
+	Tools      ToolsConfig      `yaml:"tools"`
+	Files      FilesConfig      `yaml:"files"`
+	Workspaces WorkspacesConfig `yaml:"workspaces"`
+	HTTP       HTTPConfig       `yaml:"http"`
+	Admin      AdminConfig      `yaml:"admin"`
+	API        APIConfig        `yaml:"api"`
+	Log        LogConfig        `yaml:"log"`
+	Slack      SlackConfig      `yaml:"slack"`
+	Discord    DiscordConfig    `yaml:"discord"`
+	Access     AccessConfig     `yaml:"access"`
+}
+
+// LLMConfig is the OpenAI-compatible endpoint and its limits.
+type LLMConfig struct {
+	BaseURL         string        `yaml:"base_url"`
+	APIKey          Secret        `yaml:"api_key"`
+	Model           string        `yaml:"model"`
+	ContextWindow   int           `yaml:"context_window"`
+	MaxOutputTokens int           `yaml:"max_output_tokens"`
+	RequestTimeout  time.Duration `yaml:"request_timeout"`
+	MaxRetries      int           `yaml:"max_retries"`
+	MaxTokensPerJob int64         `yaml:"max_tokens_per_job"` // 0: unlimited
+}
+
+// ContextConfig holds the context manager's thresholds, as fractions of the
+// context window, and the tool-output budget.
+type ContextConfig struct {
+	Warn                float64 `yaml:"warn"`
+	Prompt              float64 `yaml:"prompt"`
+	ForceTransition     float64 `yaml:"force_transition"`
+	Exhausted           float64 `yaml:"exhausted"`
+	ToolResultMaxTokens int     `yaml:"tool_result_max_tokens"`
+	Compaction          string  `yaml:"compaction"` // on | off
+}
+
+// AgentConfig tunes the agent loop.
+type AgentConfig struct {
+	ReminderAfter int `yaml:"reminder_after"` // text-only replies before a reminder
+}
+
+// RedisConfig selects the queue: Redis when URL is set, else in-process.
+type RedisConfig struct {
+	URL string `yaml:"url"`
+}
+
+// QueueConfig holds the queue's lease timings and retry limit.
+type QueueConfig struct {
+	Lease       time.Duration `yaml:"lease"`
+	Heartbeat   time.Duration `yaml:"heartbeat"`
+	MaxFailures int           `yaml:"max_failures"`
+}
+
+// WorkersConfig sizes the worker pool.
+type WorkersConfig struct {
+	Concurrency   int           `yaml:"concurrency"`
+	ShutdownGrace time.Duration `yaml:"shutdown_grace"`
+}
+
+// ToolsConfig configures the agent's tools.
+type ToolsConfig struct {
+	Bash BashConfig `yaml:"bash"`
+}
+
+// BashConfig configures the Bash tool.
+type BashConfig struct {
+	Sandbox string        `yaml:"sandbox"` // auto | bwrap | none
+	Timeout time.Duration `yaml:"timeout"`
+}
+
+// FilesConfig limits attachments.
+type FilesConfig struct {
+	MaxBytes int64 `yaml:"max_bytes"`
+}
+
+// WorkspacesConfig governs task workspaces.
+type WorkspacesConfig struct {
+	Retention time.Duration `yaml:"retention"`
+}
+
+// HTTPConfig is the main HTTP listener.
+type HTTPConfig struct {
+	Addr string `yaml:"addr"`
+}
+
+// AdminConfig is the optional separate listener for metrics and health.
+type AdminConfig struct {
+	Addr string `yaml:"addr"`
+}
+
+// APIConfig configures the task API.
+type APIConfig struct {
+	Token Secret `yaml:"token"` // empty: API off
+}
+
+// LogConfig configures logging.
+type LogConfig struct {
+	Format string `yaml:"format"` // text | json
+	Level  string `yaml:"level"`  // debug | info | warn | error
+}
+
+// SlackConfig configures the Slack adapter.
+type SlackConfig struct {
+	Enabled        bool   `yaml:"enabled"`
+	Mode           string `yaml:"mode"` // socket | http
+	APIURL         string `yaml:"api_url"`
+	RequireMention bool   `yaml:"require_mention"`
+	IgnoreBots     bool   `yaml:"ignore_bots"`
+	BotToken       Secret `yaml:"bot_token"`
+	AppToken       Secret `yaml:"app_token"`
+	SigningSecret  Secret `yaml:"signing_secret"`
+}
+
+// DiscordConfig configures the Discord adapter.
+type DiscordConfig struct {
+	Enabled        bool   `yaml:"enabled"`
+	APIURL         string `yaml:"api_url"`
+	GuildID        string `yaml:"guild_id"`
+	RequireMention bool   `yaml:"require_mention"`
+	IgnoreBots     bool   `yaml:"ignore_bots"`
+	BotToken       Secret `yaml:"bot_token"`
+}
+
+// AccessConfig says who may use, abort and answer. Ids carry their platform
+// (slack:U123, slack-group:S123, discord:1234, discord-role:5678).
+type AccessConfig struct {
+	Admins          []string `yaml:"admins"`
+	AllowedUsers    []string `yaml:"allowed_users"`
+	AllowedChannels []string `yaml:"allowed_channels"`
+	AbortBy         string   `yaml:"abort_by"`  // owner_and_admins | anyone
+	AnswerBy        string   `yaml:"answer_by"` // participants | owner
+}
+
+// DefaultConfig returns the configuration used when no file sets a key. It
+// is the single place defaults live; configs/baton.yaml must equal it.
+func DefaultConfig() Config {
+	return Config{
+		DataDir:      "./data",
+		PiecesDir:    "configs/pieces",
+		DefaultPiece: "chat",
+		Locale:       "en",
+		Timezone:     "Local",
+		LLM: LLMConfig{
+			BaseURL:         "https://api.openai.com/v1",
+			Model:           "gpt-4.1-mini",
+			ContextWindow:   128000,
+			MaxOutputTokens: 4096,
+			RequestTimeout:  120 * time.Second,
+			MaxRetries:      5,
+		},
+		Context: ContextConfig{
+			Warn:                0.70,
+			Prompt:              0.85,
+			ForceTransition:     0.95,
+			Exhausted:           0.99,
+			ToolResultMaxTokens: 60000,
+			Compaction:          "off",
+		},
+		Agent:   AgentConfig{ReminderAfter: 1},
+		Queue:   QueueConfig{Lease: 30 * time.Second, Heartbeat: 10 * time.Second, MaxFailures: 5},
+		Workers: WorkersConfig{Concurrency: 4, ShutdownGrace: 20 * time.Second},
+		Tools: ToolsConfig{Bash: BashConfig{
+			Sandbox: "auto",
+			Timeout: 120 * time.Second,
+		}},
+		Files:      FilesConfig{MaxBytes: 20000000},
+		Workspaces: WorkspacesConfig{Retention: 720 * time.Hour},
+		HTTP:       HTTPConfig{Addr: "127.0.0.1:8080"},
+		Log:        LogConfig{Format: "text", Level: "info"},
+		Slack: SlackConfig{
+			Mode:       "socket",
+			APIURL:     "https://slack.com/api/",
+			IgnoreBots: true,
+		},
+		Discord: DiscordConfig{
+			APIURL:     "https://discord.com/api/v9/",
+			IgnoreBots: true,
+		},
+		Access: AccessConfig{
+			Admins:          []string{},
+			AllowedUsers:    []string{},
+			AllowedChannels: []string{},
+			AbortBy:         "owner_and_admins",
+			AnswerBy:        "participants",
+		},
+	}
+}
+
+// ConfigError is a configuration problem: a file that cannot be read or
+// parsed, an unknown key, or a value Validate refuses. Baton refuses to
+// start on it (exit 2). Its message names the file and line or the key.
+type ConfigError struct {
+	File string // "" when the problem is not tied to a file
+	Line int    // 0 when unknown
+	Key  string // dotted key, e.g. "llm.model"; "" when unknown
+	Msg  string
+}
+
+func (e *ConfigError) Error() string {
+	var b strings.Builder
+	switch {
+	case e.File != "" && e.Line > 0:
+		fmt.Fprintf(&b, "%s:%d: ", e.File, e.Line)
+	case e.File != "":
+		fmt.Fprintf(&b, "%s: ", e.File)
+	}
+	if e.Key != "" {
+		fmt.Fprintf(&b, "%s: ", e.Key)
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// LoadConfig builds the configuration: DefaultConfig, then the file at path
+// (or, when path is empty, at env("BATON_CONFIG"); with neither, no file),
+// then the environment overrides, then relative paths made absolute against
+// the working directory. It does not call Validate.
+//
+// Decoding is strict: an unknown key, a value of the wrong type and bad YAML
+// are errors naming the file and line (and the key when known). Every
+// problem with the file or its content is reported as a *ConfigError
+// (several are joined with errors.Join).
+func LoadConfig(path string, env func(string) string) (Config, error) {
+	cfg := DefaultConfig()
+	if path == "" {
+		path = env("BATON_CONFIG")
+	}
+	if path != "" {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err // the path is already in the message
+			}
+			return Config{}, &ConfigError{File: path, Msg: fmt.Sprintf("cannot read config: %v", err)}
+		}
+		if err := decodeConfig(data, path, &cfg); err != nil {
+			return Config{}, err
+		}
+	}
+	applyEnv(&cfg, env)
+	wd, err := os.Getwd()
+	if err != nil {
+		return Config{}, fmt.Errorf("load config: working directory: %w", err)
+	}
+	cfg.resolvePaths(wd)
+	return cfg, nil
+}
+
+// decodeConfig decodes data (named file in messages) over cfg, strictly.
+func decodeConfig(data []byte, file string, cfg *Config) error {
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return yamlError(file, err, nil)
+	}
+	if len(root.Content) == 0 {
+		return nil // empty file: defaults
+	}
+	doc := root.Content[0]
+	if doc.Kind != yaml.MappingNode {
+		if doc.Kind == yaml.ScalarNode && doc.Tag == "!!null" {
+			return nil
+		}
+		return &ConfigError{File: file, Line: doc.Line, Msg: "the config must be a mapping of keys"}
+	}
+	keys := map[int]string{} // line → dotted key, to name keys in decoder errors
+	if err := checkKeys(doc, reflect.TypeOf(Config{}), "", file, keys); err != nil {
+		return err
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
+		return yamlError(file, err, keys)
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err == nil {
+		return &ConfigError{File: file, Line: extra.Line, Msg: "only one YAML document is allowed"}
+	}
+	return nil
+}
+
+// checkKeys walks a mapping against the struct type t and reports the first
+// key that t has no field for, naming it in full. It records every key's
+// line in keys.
+func checkKeys(n *yaml.Node, t reflect.Type, prefix, file string, keys map[int]string) error {
+	if n.Kind != yaml.MappingNode {
+		return nil // a scalar where a section belongs: the decoder reports it
+	}
+	fields := yamlFields(t)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		name := prefix + k.Value
+		f, ok := fields[k.Value]
+		if !ok {
+			msg := "unknown key"
+			if prefix != "" {
+				msg = fmt.Sprintf("unknown key (%s has: %s)", strings.TrimSuffix(prefix, "."), strings.Join(slices.Sorted(maps.Keys(fields)), ", "))
+			}
+			return &ConfigError{File: file, Line: k.Line, Key: name, Msg: msg}
+		}
+		keys[k.Line] = name
+		if f.Type.Kind() == reflect.Struct {
+			if err := checkKeys(v, f.Type, name+".", file, keys); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// yamlFields maps a struct type's yaml names to its fields.
+func yamlFields(t reflect.Type) map[string]reflect.StructField {
+	m := make(map[string]reflect.StructField, t.NumField())
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if name := yamlName(f); name != "" {
+			m[name] = f
+		}
+	}
+	return m
+}
+
+// yamlName returns the yaml key of f, or "" when f is not decoded.
+func yamlName(f reflect.StructField) string {
+	if !f.IsExported() {
+		return ""
+	}
+	name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+	if name == "-" {
+		return ""
+	}
+	if name == "" {
+		name = strings.ToLower(f.Name)
+	}
+	return name
+}
+
+var yamlLine = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
+
+// yamlError turns a yaml.v3 error into a *ConfigError with the file, the
+// line and, when keys knows the line, the key.
+func yamlError(file string, err error, keys map[int]string) error {
+	var te *yaml.TypeError
+	if errors.As(err, &te) && len(te.Errors) > 0 {
+		var errs []error
+		for _, e := range te.Errors {
+			errs = append(errs, lineError(file, strings.TrimSpace(e), keys))
+		}
+		return errors.Join(errs...)
+	}
+	return lineError(file, err.Error(), keys)
+}
+
+var yamlCannot = regexp.MustCompile("^cannot unmarshal !!\\w+ `(.*)` into ")
+
+func lineError(file, msg string, keys map[int]string) *ConfigError {
+	m := yamlLine.FindStringSubmatch(msg)
+	if m == nil {
+		return &ConfigError{File: file, Msg: strings.TrimPrefix(msg, "yaml: ")}
+	}
+	line, _ := strconv.Atoi(m[1])
+	key, text := keys[line], m[2]
+	// Say what the key wants in the config's terms, not in Go's.
+	if c := yamlCannot.FindStringSubmatch(text); c != nil && key != "" {
+		if want := wantOf(key); want != "" {
+			text = fmt.Sprintf("want %s, got %q", want, c[1])
+		}
+	}
+	return &ConfigError{File: file, Line: line, Key: key, Msg: text}
+}
+
+// wantOf describes the value the dotted key takes, or "" when unknown.
+func wantOf(key string) string {
+	t := reflect.TypeOf(Config{})
+	for part := range strings.SplitSeq(key, ".") {
+		if t.Kind() != reflect.Struct {
+			return ""
+		}
+		f, ok := yamlFields(t)[part]
+		if !ok {
+			return ""
+		}
+		t = f.Type
+	}
+	switch {
+	case t == reflect.TypeOf(time.Duration(0)):
+		return "a duration such as 30s"
+	case t.Kind() == reflect.Struct:
+		return "a mapping of keys"
+	case t.Kind() == reflect.Slice:
+		return "a list"
+	case t.Kind() == reflect.Bool:
+		return "true or false"
+	case t.Kind() == reflect.Float64:
+		return "a number"
+	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Int64:
+		return "a whole number"
+	case t.Kind() == reflect.String:
+		return "a string"
+	}
+	return ""
+}
+
+// applyEnv applies the environment overrides; an empty variable is unset.
+func applyEnv(cfg *Config, env func(string) string) {
+	str := func(name string, dst *string) {
+		if v := env(name); v != "" {
+			*dst = v
+		}
+	}
+	secret := func(name string, dst *Secret) {
+		if v := env(name); v != "" {
+			*dst = Secret(v)
+		}
+	}
+	secret("OPENAI_API_KEY", &cfg.LLM.APIKey)
+	str("OPENAI_BASE_URL", &cfg.LLM.BaseURL)
+	str("BATON_LLM_MODEL", &cfg.LLM.Model)
+	str("REDIS_URL", &cfg.Redis.URL)
+	secret("SLACK_BOT_TOKEN", &cfg.Slack.BotToken)
+	secret("SLACK_APP_TOKEN", &cfg.Slack.AppToken)
+	secret("SLACK_SIGNING_SECRET", &cfg.Slack.SigningSecret)
+	secret("DISCORD_BOT_TOKEN", &cfg.Discord.BotToken)
+	secret("BATON_API_TOKEN", &cfg.API.Token)
+	str("BATON_DATA_DIR", &cfg.DataDir)
+}
+
+// resolvePaths makes the relative paths in c absolute against wd.
+func (c *Config) resolvePaths(wd string) {
+	for _, p := range []*string{&c.DataDir, &c.PiecesDir} {
+		if *p != "" && !filepath.IsAbs(*p) {
+			*p = filepath.Join(wd, *p)
+		}
+	}
+}
+
+// Validate checks every value and returns all problems at once, each a
+// *ConfigError naming its key (joined with errors.Join), or nil.
+func (c Config) Validate() error {
+	var v validator
+	v.nonEmpty("data_dir", c.DataDir)
+	v.nonEmpty("default_piece", c.DefaultPiece)
+	v.oneOf("locale", c.Locale, "en", "ja")
+	if c.Timezone == "" {
+		v.fail("timezone", "must not be empty (use Local, UTC or an IANA name such as Asia/Tokyo)")
+	} else if _, err := time.LoadLocation(c.Timezone); err != nil {
+		v.fail("timezone", fmt.Sprintf("unknown time zone %q", c.Timezone))
+	}
+
+	v.url("llm.base_url", c.LLM.BaseURL, true, "http", "https")
+	v.nonEmpty("llm.model", c.LLM.Model)
+	v.positive("llm.context_window", int64(c.LLM.ContextWindow))
+	v.positive("llm.max_output_tokens", int64(c.LLM.MaxOutputTokens))
+	if c.LLM.ContextWindow > 0 && c.LLM.MaxOutputTokens >= c.LLM.ContextWindow {
+		v.fail("llm.max_output_tokens", "must be smaller than llm.context_window")
+	}
+	v.duration("llm.request_timeout", c.LLM.RequestTimeout)
+	v.notNegative("llm.max_retries", int64(c.LLM.MaxRetries))
+	v.notNegative("llm.max_tokens_per_job", c.LLM.MaxTokensPerJob)
+
+	thresholds := []struct {
+		key string
+		val float64
+	}{
+		{"context.warn", c.Context.Warn},
+		{"context.prompt", c.Context.Prompt},
+		{"context.force_transition", c.Context.ForceTransition},
+		{"context.exhausted", c.Context.Exhausted},
+	}
+	for i, th := range thresholds {
+		if th.val <= 0 || th.val > 1 {
+			v.fail(th.key, fmt.Sprintf("must be in (0, 1], got %v", th.val))
+			continue
+		}
+		if i > 0 && th.val <= thresholds[i-1].val {
+			v.fail(th.key, fmt.Sprintf("must be greater than %s (%v), got %v", thresholds[i-1].key, thresholds[i-1].val, th.val))
+		}
+	}
+	v.positive("context.tool_result_max_tokens", int64(c.Context.ToolResultMaxTokens))
+	v.oneOf("context.compaction", c.Context.Compaction, "on", "off")
+
+	v.notNegative("agent.reminder_after", int64(c.Agent.ReminderAfter))
+
+	v.url("redis.url", c.Redis.URL, false, "redis", "rediss", "unix")
+
+	v.duration("queue.lease", c.Queue.Lease)
+	v.duration("queue.heartbeat", c.Queue.Heartbeat)
+	if c.Queue.Lease > 0 && c.Queue.Heartbeat >= c.Queue.Lease {
+		v.fail("queue.heartbeat", "must be shorter than queue.lease")
+	}
+	v.positive("queue.max_failures", int64(c.Queue.MaxFailures))
+
+	v.positive("workers.concurrency", int64(c.Workers.Concurrency))
+	v.duration("workers.shutdown_grace", c.Workers.ShutdownGrace)
+
+	v.oneOf("tools.bash.sandbox", c.Tools.Bash.Sandbox, "auto", "bwrap", "none")
+	v.duration("tools.bash.timeout", c.Tools.Bash.Timeout)
+
+	v.positive("files.max_bytes", c.Files.MaxBytes)
+	v.duration("workspaces.retention", c.Workspaces.Retention)
+
+	v.addr("http.addr", c.HTTP.Addr, true)
+	v.addr("admin.addr", c.Admin.Addr, false)
+
+	v.oneOf("log.format", c.Log.Format, "text", "json")
+	v.oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
+
+	v.oneOf("slack.mode", c.Slack.Mode, "socket", "http")
+	v.url("slack.api_url", c.Slack.APIURL, true, "http", "https")
+	if c.Slack.Enabled {
+		v.secret("slack.bot_token", c.Slack.BotToken, "SLACK_BOT_TOKEN", "slack is enabled")
+		switch c.Slack.Mode {
+		case "socket":
+			v.secret("slack.app_token", c.Slack.AppToken, "SLACK_APP_TOKEN", "slack.mode is socket")
+		case "http":
+			v.secret("slack.signing_secret", c.Slack.SigningSecret, "SLACK_SIGNING_SECRET", "slack.mode is http")
+		}
+	}
+
+	v.url("discord.api_url", c.Discord.APIURL, true, "http", "https")
+	if c.Discord.Enabled {
+		v.secret("discord.bot_token", c.Discord.BotToken, "DISCORD_BOT_TOKEN", "discord is enabled")
+	}
+
+	v.ids("access.admins", c.Access.Admins, userKinds)
+	v.ids("access.allowed_users", c.Access.AllowedUsers, userKinds)
+	v.ids("access.allowed_channels", c.Access.AllowedChannels, channelKinds)
+	v.oneOf("access.abort_by", c.Access.AbortBy, "owner_and_admins", "anyone")
+	v.oneOf("access.answer_by", c.Access.AnswerBy, "participants", "owner")
+
+	return errors.Join(v.errs...)
+}
+
+// Platform prefixes accepted in access lists.
+var (
+	userKinds    = []string{"slack", "slack-group", "discord", "discord-role"}
+	channelKinds = []string{"slack", "discord"}
+)
+
+// validator collects Validate's problems.
+type validator struct {
+	errs []error
+}
+
+func (v *validator) fail(key, msg string) {
+	v.errs = append(v.errs, &ConfigError{Key: key, Msg: msg})
+}
+
+func (v *validator) nonEmpty(key, val string) {
+	if strings.TrimSpace(val) == "" {
+		v.fail(key, "must not be empty")
+	}
+}
+
+func (v *validator) oneOf(key, val string, allowed ...string) {
+	for _, a := range allowed {
+		if val == a {
+			return
+		}
+	}
+	v.fail(key, fmt.Sprintf("must be one of %s, got %q", strings.Join(allowed, " | "), val))
+}
+
+func (v *validator) positive(key string, n int64) {
+	if n <= 0 {
+		v.fail(key, fmt.Sprintf("must be positive, got %d", n))
+	}
+}
+
+func (v *validator) notNegative(key string, n int64) {
+	if n < 0 {
+		v.fail(key, fmt.Sprintf("must not be negative, got %d", n))
+	}
+}
+
+func (v *validator) duration(key string, d time.Duration) {
+	if d <= 0 {
+		v.fail(key, fmt.Sprintf("must be a positive duration such as 30s, got %s", d))
+	}
+}
+
+func (v *validator) url(key, val string, required bool, schemes ...string) {
+	if val == "" {
+		if required {
+			v.fail(key, "must not be empty")
+		}
+		return
+	}
+	u, err := url.Parse(val)
+	if err != nil {
+		v.fail(key, fmt.Sprintf("not a URL: %v", errors.Unwrap(err)))
+		return
+	}
+	for _, s := range schemes {
+		if u.Scheme == s && (u.Host != "" || s == "unix") {
+			return
+		}
+	}
+	v.fail(key, fmt.Sprintf("must be a %s:// URL, got %q", strings.Join(schemes, ":// or "), val))
+}
+
+func (v *validator) addr(key, val string, required bool) {
+	if val == "" {
+		if required {
+			v.fail(key, "must not be empty")
+		}
+		return
+	}
+	if _, port, err := net.SplitHostPort(val); err != nil || port == "" {
+		v.fail(key, fmt.Sprintf("must be host:port, got %q", val))
+	}
+}
+
+func (v *validator) secret(key string, s Secret, envName, why string) {
+	if s == "" {
+		v.fail(key, fmt.Sprintf("is required because %s (set it in the file or in %s)", why, envName))
+	}
+}
+
+func (v *validator) ids(key string, ids []string, kinds []string) {
+	for _, id := range ids {
+		kind, rest, ok := strings.Cut(id, ":")
+		valid := ok && rest != ""
+		if valid {
+			valid = false
+			for _, k := range kinds {
+				if kind == k {
+					valid = true
+				}
+			}
+		}
+		if !valid {
+			v.fail(key, fmt.Sprintf("%q must be written as <platform>:<id> with platform one of %s", id, strings.Join(kinds, ", ")))
+		}
+	}
+}

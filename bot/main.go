@@ -1,0 +1,431 @@
+// Command baton runs Baton, the chat-ops bot that runs LLM agents from Slack
+// and Discord threads. One binary holds every process shape: `baton serve`
+// (everything in one process), `baton gateway` and `baton worker` (split
+// around Redis), `baton chat` and `baton run` (a console thread or one job on
+// the embedded defaults), and the maintenance commands.
+//
+// This package is the only one that reads files and the environment: it
+// loads the configuration, constructs every component by hand, top to
+// bottom, and runs them. Main is the program as a value, so end-to-end tests
+// start the real thing in-process.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+)
+
+// version is set at build time: go build -ldflags "-X main.version=1.2.3".
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	m := NewMain()
+	err := m.Run(ctx, os.Args[1:])
+	if cerr := m.Close(); err == nil {
+		err = cerr
+	}
+	stop()
+	os.Exit(m.Report(err))
+}
+
+// Exit codes shared by every command (`baton run` adds 3 and 4, SPEC §2).
+const (
+	exitOK          = 0
+	exitInternal    = 1
+	exitUsage       = 2 // usage or configuration error
+	exitInterrupted = 130
+)
+
+// Main is the baton program. Set its fields (or keep NewMain's) before Run;
+// a Main runs one command and is not safe for concurrent use.
+type Main struct {
+	Stdin   io.Reader
+	Stdout  io.Writer
+	Stderr  io.Writer
+	Env     func(string) string // the environment; os.Getenv in production
+	Version string
+
+	// Set by Run for the commands that load a configuration.
+	Config Config
+	Logger *slog.Logger
+}
+
+// NewMain returns a Main wired to the process: standard streams, the real
+// environment and the version set at build time.
+func NewMain() *Main {
+	return &Main{
+		Stdin:   os.Stdin,
+		Stdout:  os.Stdout,
+		Stderr:  os.Stderr,
+		Env:     os.Getenv,
+		Version: version,
+	}
+}
+
+// Close releases what Run started. It is safe to call after a failed Run.
+func (m *Main) Close() error { return nil }
+
+// exitError carries an exit code. reported means the message is already on
+// stderr (the flag package prints its own errors).
+type exitError struct {
+	code     int
+	err      error
+	reported bool
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func usageErr(format string, args ...any) error {
+	return &exitError{code: exitUsage, err: fmt.Errorf(format, args...)}
+}
+
+// ExitCode maps an error from Run to the process exit code: 0 for nil, the
+// code an error carries, 130 after an interrupt, 2 for a configuration
+// error, and 1 for anything else.
+func ExitCode(err error) int {
+	var ee *exitError
+	var ce *ConfigError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &ee):
+		return ee.code
+	case errors.Is(err, context.Canceled):
+		return exitInterrupted
+	case errors.As(err, &ce):
+		return exitUsage
+	default:
+		return exitInternal
+	}
+}
+
+// Report writes err to Stderr (unless already written) and returns the exit
+// code for it.
+func (m *Main) Report(err error) int {
+	if err == nil {
+		return exitOK
+	}
+	var ee *exitError
+	if !errors.As(err, &ee) || !ee.reported {
+		fmt.Fprintln(m.Stderr, err)
+	}
+	return ExitCode(err)
+}
+
+// command is one `baton <name>` subcommand.
+type command struct {
+	name    string
+	args    string // synopsis after the name
+	summary string
+	run     func(m *Main, ctx context.Context, args []string) error
+}
+
+var commands []command
+
+func init() {
+	// Assigned here, not in the declaration, because help refers to commands.
+	commands = []command{
+		{"serve", "[--config FILE]", "run everything in one process: adapters, deliverers, workers, HTTP", (*Main).serve},
+		{"gateway", "[--config FILE]", "run adapters, deliverers and HTTP, without workers (needs Redis)", (*Main).gateway},
+		{"worker", "[--config FILE]", "run workers only (needs Redis)", (*Main).worker},
+		{"chat", "[--config FILE] [--data-dir DIR] [--piece P]", "talk to Baton in an interactive console thread", (*Main).chat},
+		{"run", `[--config FILE] [--data-dir DIR] [--piece P] [--task N] "instruction"`, "run one job in this process; the answer goes to stdout", (*Main).runJob},
+		{"pieces", "validate [--config FILE] [FILES] | list [--config FILE]", "check piece files, or list the pieces", (*Main).pieces},
+		{"migrate", "[--config FILE]", "apply the database migrations", (*Main).migrate},
+		{"version", "", "print the version", (*Main).printVersion},
+		{"help", "[COMMAND]", "show this help, or a command's", (*Main).help},
+	}
+}
+
+func lookup(name string) (command, bool) {
+	for _, c := range commands {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return command{}, false
+}
+
+// Run runs the command named by args[0] with the rest of args, and returns
+// when it is done (long-running commands: when ctx ends). Its error maps to
+// an exit code with ExitCode; Report prints it.
+func (m *Main) Run(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		m.usage(m.Stderr)
+		return &exitError{code: exitUsage, err: errors.New("baton: a command is required"), reported: true}
+	}
+	switch args[0] {
+	case "-h", "-help", "--help":
+		m.usage(m.Stdout)
+		return nil
+	case "-version", "--version":
+		return m.printVersion(ctx, nil)
+	}
+	c, ok := lookup(args[0])
+	if !ok {
+		return usageErr("baton: unknown command %q (run 'baton help' for the list)", args[0])
+	}
+	return c.run(m, ctx, args[1:])
+}
+
+func (m *Main) usage(w io.Writer) {
+	fmt.Fprintln(w, "Baton runs LLM agents from chat threads.")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Usage: baton <command> [flags] [arguments]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Commands:")
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "The configuration comes from --config FILE or BATON_CONFIG; see configs/baton.yaml.")
+}
+
+// commonFlags are the flags shared by commands that load a configuration.
+type commonFlags struct {
+	config  string
+	dataDir string
+}
+
+// flagSet returns a flag set for cmd that prints errors and usage to Stderr.
+// withDataDir adds --data-dir (SPEC §11: chat and run).
+func (m *Main) flagSet(cmd string, cf *commonFlags, withDataDir bool) *flag.FlagSet {
+	fs := flag.NewFlagSet("baton "+cmd, flag.ContinueOnError)
+	fs.SetOutput(m.Stderr)
+	fs.StringVar(&cf.config, "config", "", "config `file` (default: $BATON_CONFIG, else built-in defaults)")
+	if withDataDir {
+		fs.StringVar(&cf.dataDir, "data-dir", "", "data `directory`, overriding data_dir and BATON_DATA_DIR")
+	}
+	fs.Usage = func() {
+		c, _ := lookup(cmd)
+		fmt.Fprintf(fs.Output(), "Usage: baton %s %s\n\n%s\n\nFlags:\n", cmd, c.args, c.summary)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parse parses args with fs; a bad flag is a usage error already printed,
+// -h is a request for help (exit 0).
+func parse(fs *flag.FlagSet, args []string) error {
+	err := fs.Parse(args)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, flag.ErrHelp):
+		return &exitError{code: exitOK, err: err, reported: true}
+	default:
+		return &exitError{code: exitUsage, err: err, reported: true}
+	}
+}
+
+// setup loads and validates the configuration and builds the logger. Every
+// failure is a usage error (exit 2) naming the key, file and line.
+func (m *Main) setup(cmd string, cf commonFlags) error {
+	cfg, err := LoadConfig(cf.config, m.Env)
+	if err != nil {
+		return configErr(cmd, err)
+	}
+	if cf.dataDir != "" {
+		dir, err := filepath.Abs(cf.dataDir)
+		if err != nil {
+			return usageErr("baton %s: --data-dir: %v", cmd, err)
+		}
+		cfg.DataDir = dir
+	}
+	if err := cfg.Validate(); err != nil {
+		return configErr(cmd, err)
+	}
+	logger, err := newLogger(cfg.Log, m.Stderr)
+	if err != nil {
+		return configErr(cmd, err)
+	}
+	m.Config, m.Logger = cfg, logger
+	m.Logger.Debug("configuration loaded", "command", cmd, "data_dir", cfg.DataDir, "redis", cfg.Redis.URL != "")
+	return nil
+}
+
+// configErr formats a configuration error, one problem per line.
+func configErr(cmd string, err error) error {
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) == 1 {
+		return &exitError{code: exitUsage, err: fmt.Errorf("baton %s: %w", cmd, err)}
+	}
+	return &exitError{code: exitUsage, err: fmt.Errorf("baton %s: invalid configuration:\n  %s", cmd, strings.Join(lines, "\n  "))}
+}
+
+// notYet reports a command whose machinery is not part of this build.
+func notYet(cmd string) error {
+	return &exitError{code: exitInternal, err: fmt.Errorf("baton %s: not available yet", cmd)}
+}
+
+func noArgs(cmd string, fs *flag.FlagSet) error {
+	if fs.NArg() > 0 {
+		return usageErr("baton %s: unexpected argument %q", cmd, fs.Arg(0))
+	}
+	return nil
+}
+
+// configOnly parses a command that takes --config and no arguments, and
+// loads the configuration.
+func (m *Main) configOnly(cmd string, args []string) error {
+	var cf commonFlags
+	fs := m.flagSet(cmd, &cf, false)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := noArgs(cmd, fs); err != nil {
+		return err
+	}
+	return m.setup(cmd, cf)
+}
+
+// requireRedis refuses to start a command that only works across processes
+// without a Redis queue.
+func (m *Main) requireRedis(cmd string) error {
+	if m.Config.Redis.URL != "" {
+		return nil
+	}
+	return configErr(cmd, &ConfigError{Key: "redis.url", Msg: fmt.Sprintf("must be set: baton %s shares its queue through Redis (set redis.url or REDIS_URL; baton serve runs without Redis)", cmd)})
+}
+
+func (m *Main) serve(ctx context.Context, args []string) error {
+	if err := m.configOnly("serve", args); err != nil {
+		return err
+	}
+	return notYet("serve")
+}
+
+func (m *Main) gateway(ctx context.Context, args []string) error {
+	if err := m.configOnly("gateway", args); err != nil {
+		return err
+	}
+	if err := m.requireRedis("gateway"); err != nil {
+		return err
+	}
+	return notYet("gateway")
+}
+
+func (m *Main) worker(ctx context.Context, args []string) error {
+	if err := m.configOnly("worker", args); err != nil {
+		return err
+	}
+	if err := m.requireRedis("worker"); err != nil {
+		return err
+	}
+	return notYet("worker")
+}
+
+// jobFlags are the job options of chat and run.
+type jobFlags struct {
+	piece string
+	task  int64 // run only; 0: a new task
+}
+
+func (m *Main) chat(ctx context.Context, args []string) error {
+	var cf commonFlags
+	fs := m.flagSet("chat", &cf, true)
+	var jf jobFlags
+	fs.StringVar(&jf.piece, "piece", "", "`piece` for new jobs (default: default_piece)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := noArgs("chat", fs); err != nil {
+		return err
+	}
+	if err := m.setup("chat", cf); err != nil {
+		return err
+	}
+	return notYet("chat")
+}
+
+func (m *Main) runJob(ctx context.Context, args []string) error {
+	var cf commonFlags
+	fs := m.flagSet("run", &cf, true)
+	var jf jobFlags
+	fs.StringVar(&jf.piece, "piece", "", "`piece` to run (default: default_piece)")
+	fs.Int64Var(&jf.task, "task", 0, "continue task `N` (for example to answer its question)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	instruction := strings.TrimSpace(strings.Join(fs.Args(), " "))
+	if instruction == "" {
+		fs.Usage()
+		return usageErr("baton run: an instruction is required")
+	}
+	if jf.task < 0 {
+		return usageErr("baton run: --task must be a task number, got %d", jf.task)
+	}
+	if err := m.setup("run", cf); err != nil {
+		return err
+	}
+	return notYet("run")
+}
+
+func (m *Main) pieces(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return usageErr("baton pieces: a subcommand is required: validate [FILES] or list")
+	}
+	sub, rest := args[0], args[1:]
+	switch sub {
+	case "validate":
+		var cf commonFlags
+		fs := m.flagSet("pieces", &cf, false)
+		if err := parse(fs, rest); err != nil {
+			return err
+		}
+		if err := m.setup("pieces", cf); err != nil {
+			return err
+		}
+	case "list":
+		if err := m.configOnly("pieces", rest); err != nil {
+			return err
+		}
+	default:
+		return usageErr("baton pieces: unknown subcommand %q: want validate or list", sub)
+	}
+	return notYet("pieces")
+}
+
+func (m *Main) migrate(ctx context.Context, args []string) error {
+	if err := m.configOnly("migrate", args); err != nil {
+		return err
+	}
+	return notYet("migrate")
+}
+
+func (m *Main) printVersion(ctx context.Context, args []string) error {
+	if len(args) > 0 {
+		return usageErr("baton version: unexpected argument %q", args[0])
+	}
+	fmt.Fprintf(m.Stdout, "baton %s %s %s/%s\n", m.Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	return nil
+}
+
+func (m *Main) help(ctx context.Context, args []string) error {
+	switch len(args) {
+	case 0:
+		m.usage(m.Stdout)
+		return nil
+	case 1:
+		c, ok := lookup(args[0])
+		if !ok {
+			return usageErr("baton help: unknown command %q", args[0])
+		}
+		fmt.Fprintf(m.Stdout, "Usage: baton %s %s\n\n%s\n", c.name, c.args, c.summary)
+		return nil
+	default:
+		return usageErr("baton help: too many arguments")
+	}
+}

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// runMain runs the program in-process as `baton args…` with the given
+// environment and returns its exit code, stdout and stderr.
+func runMain(t testing.TB, env map[string]string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	m := NewMain()
+	m.Stdin = strings.NewReader("")
+	m.Stdout, m.Stderr = &out, &errOut
+	m.Env = mapEnv(env)
+	m.Version = "1.2.3-test"
+	t.Cleanup(func() {
+		if err := m.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	code = m.Report(m.Run(context.Background(), args))
+	return code, out.String(), errOut.String()
+}
+
+func TestMainExitCodes(t *testing.T) {
+	badKey := writeConfig(t, "llm:\n  model: x\n  temprature: 0.2\n")
+	slackOn := writeConfig(t, "slack:\n  enabled: true\n")
+	redis := map[string]string{"REDIS_URL": "redis://127.0.0.1:1/0"}
+
+	tests := []struct {
+		name       string
+		env        map[string]string
+		args       []string
+		wantCode   int
+		wantStderr []string
+		wantStdout []string
+	}{
+		{"no command", nil, nil, 2, []string{"Usage: baton"}, nil},
+		{"unknown command", nil, []string{"frobnicate"}, 2, []string{`unknown command "frobnicate"`}, nil},
+		{"version", nil, []string{"version"}, 0, nil, []string{"baton 1.2.3-test " + runtime.Version()}},
+		{"--version", nil, []string{"--version"}, 0, nil, []string{"1.2.3-test"}},
+		{"version with argument", nil, []string{"version", "x"}, 2, []string{"unexpected argument"}, nil},
+		{"help", nil, []string{"help"}, 0, nil, []string{"Usage: baton", "worker", "pieces"}},
+		{"help command", nil, []string{"help", "run"}, 0, nil, []string{"--task N"}},
+		{"help unknown", nil, []string{"help", "nope"}, 2, []string{`unknown command "nope"`}, nil},
+		{"--help", nil, []string{"--help"}, 0, nil, []string{"Commands:"}},
+		{"command -h", nil, []string{"serve", "-h"}, 0, []string{"Usage: baton serve", "-config"}, nil},
+		{"bad flag", nil, []string{"serve", "--bogus"}, 2, []string{"flag provided but not defined: -bogus"}, nil},
+		{"serve extra argument", nil, []string{"serve", "now"}, 2, []string{`unexpected argument "now"`}, nil},
+		{"worker without redis", nil, []string{"worker"}, 2, []string{"baton worker: redis.url: must be set"}, nil},
+		{"gateway without redis", nil, []string{"gateway"}, 2, []string{"baton gateway: redis.url: must be set"}, nil},
+		{"worker with redis", redis, []string{"worker"}, 1, []string{"baton worker: not available yet"}, nil},
+		{"gateway with redis", redis, []string{"gateway"}, 1, []string{"baton gateway: not available yet"}, nil},
+		{"serve", nil, []string{"serve"}, 1, []string{"baton serve: not available yet"}, nil},
+		{"chat", nil, []string{"chat", "--piece", "research", "--data-dir", t.TempDir()}, 1, []string{"baton chat: not available yet"}, nil},
+		{"run", nil, []string{"run", "--task", "3", "say hello"}, 1, []string{"baton run: not available yet"}, nil},
+		{"run without instruction", nil, []string{"run", "--piece", "chat"}, 2, []string{"an instruction is required"}, nil},
+		{"run bad task", nil, []string{"run", "--task", "x", "hi"}, 2, []string{"invalid value"}, nil},
+		{"pieces without subcommand", nil, []string{"pieces"}, 2, []string{"validate [FILES] or list"}, nil},
+		{"pieces unknown subcommand", nil, []string{"pieces", "fix"}, 2, []string{`unknown subcommand "fix"`}, nil},
+		{"pieces validate", nil, []string{"pieces", "validate", "a.yaml"}, 1, []string{"baton pieces: not available yet"}, nil},
+		{"pieces list", nil, []string{"pieces", "list"}, 1, []string{"not available yet"}, nil},
+		{"migrate", nil, []string{"migrate"}, 1, []string{"baton migrate: not available yet"}, nil},
+		{"unknown key", nil, []string{"serve", "--config", badKey}, 2, []string{badKey + ":3: llm.temprature: unknown key"}, nil},
+		{"unknown key via BATON_CONFIG", map[string]string{"BATON_CONFIG": badKey}, []string{"migrate"}, 2, []string{badKey + ":3: llm.temprature: unknown key"}, nil},
+		{"missing config file", nil, []string{"serve", "--config", "/nonexistent/baton.yaml"}, 2, []string{"/nonexistent/baton.yaml: cannot read config"}, nil},
+		{"slack without tokens", nil, []string{"serve", "--config", slackOn}, 2, []string{"invalid configuration", "slack.bot_token: is required", "slack.app_token: is required"}, nil},
+		{"slack tokens from env", map[string]string{"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xapp-1"}, []string{"serve", "--config", slackOn}, 1, []string{"not available yet"}, nil},
+		{"invalid env value", map[string]string{"REDIS_URL": "localhost:6379"}, []string{"worker"}, 2, []string{"redis.url: must be a redis://"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, stdout, stderr := runMain(t, tt.env, tt.args...)
+			if code != tt.wantCode {
+				t.Errorf("baton %s: exit %d, want %d\nstdout: %s\nstderr: %s", strings.Join(tt.args, " "), code, tt.wantCode, stdout, stderr)
+			}
+			for _, w := range tt.wantStderr {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("stderr does not contain %q:\n%s", w, stderr)
+				}
+			}
+			for _, w := range tt.wantStdout {
+				if !strings.Contains(stdout, w) {
+					t.Errorf("stdout does not contain %q:\n%s", w, stdout)
+				}
+			}
+			if tt.wantCode == 0 && stderr != "" && tt.args[len(tt.args)-1] != "-h" {
+				t.Errorf("stderr not empty on success: %s", stderr)
+			}
+		})
+	}
+}
+
+func TestMainDataDirFlag(t *testing.T) {
+	dir := t.TempDir()
+	var out, errOut bytes.Buffer
+	m := NewMain()
+	m.Stdout, m.Stderr, m.Env = &out, &errOut, mapEnv(map[string]string{"BATON_DATA_DIR": "/from/env"})
+	err := m.Run(context.Background(), []string{"chat", "--data-dir", dir})
+	if code := ExitCode(err); code != 1 {
+		t.Fatalf("exit %d (%v), want 1 (not available yet)", code, err)
+	}
+	if m.Config.DataDir != dir {
+		t.Errorf("data_dir = %q, want the flag's %q over BATON_DATA_DIR", m.Config.DataDir, dir)
+	}
+}
+
+func TestMainLogsWithoutSecrets(t *testing.T) {
+	cfg := writeConfig(t, "log:\n  level: debug\n  format: json\n")
+	code, _, stderr := runMain(t, map[string]string{"OPENAI_API_KEY": "sk-topsecret", "REDIS_URL": "redis://:hunter2@127.0.0.1:1"}, "worker", "--config", cfg)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1\n%s", code, stderr)
+	}
+	if !strings.Contains(stderr, `"msg":"configuration loaded"`) {
+		t.Errorf("no JSON debug line on stderr:\n%s", stderr)
+	}
+	for _, secret := range []string{"sk-topsecret", "hunter2"} {
+		if strings.Contains(stderr, secret) {
+			t.Errorf("stderr shows %s:\n%s", secret, stderr)
+		}
+	}
+}
+
+func TestExitCode(t *testing.T) {
+	tests := []struct {
+		err  error
+		want int
+	}{
+		{nil, 0},
+		{context.Canceled, 130},
+		{&ConfigError{Key: "x", Msg: "bad"}, 2},
+		{usageErr("bad"), 2},
+		{notYet("serve"), 1},
+		{context.DeadlineExceeded, 1},
+	}
+	for _, tt := range tests {
+		if got := ExitCode(tt.err); got != tt.want {
+			t.Errorf("ExitCode(%v) = %d, want %d", tt.err, got, tt.want)
+		}
+	}
+}
