@@ -2,4 +2,7 @@ module github.com/baton-bot/baton
 
 go 1.26.0
 
-require github.com/sashabaranov/go-openai v1.43.0
+require (
+	github.com/google/go-cmp v0.7.0
+	github.com/sashabaranov/go-openai v1.43.0
+)
