@@ -35,6 +35,9 @@ func (c *Client) Complete(ctx context.Context, req Request) (Response, error) {
 		return Response{}, fmt.Errorf("llm: %w", err)
 	}
 	known := toolNames(req.Tools)
+	if req.ToolChoice == ToolChoiceNone {
+		known = nil // the caller wants text: take none of it for calls
+	}
 	for retry := 0; ; retry++ {
 		start := time.Now()
 		resp, f := c.attempt(ctx, wreq, known)

@@ -53,6 +53,7 @@ const (
 // extractTagged takes out every <tool_call> block that holds calls.
 func extractTagged(s string, known func(string) bool) (rest string, calls []rawCall, ok bool) {
 	var b strings.Builder
+	noClose := false // no closing tag is left: spares rescanning for one
 	for {
 		i := strings.Index(s, openTag)
 		if i < 0 {
@@ -61,8 +62,12 @@ func extractTagged(s string, known func(string) bool) (rest string, calls []rawC
 		}
 		body := s[i+len(openTag):]
 		after := ""
-		if j := strings.Index(body, closeTag); j >= 0 {
-			body, after = body[:j], body[j+len(closeTag):]
+		if !noClose {
+			if j := strings.Index(body, closeTag); j >= 0 {
+				body, after = body[:j], body[j+len(closeTag):]
+			} else {
+				noClose = true
+			}
 		}
 		found, good := parseCalls(unfence(strings.TrimSpace(body)), known)
 		if good {

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -223,10 +224,11 @@ func TestResponseMapping(t *testing.T) {
 	t.Parallel()
 	tools := []llm.ToolDef{{Name: "transition"}, {Name: "Bash"}}
 	tests := []struct {
-		name  string
-		step  llmtest.Step
-		tools []llm.ToolDef
-		want  llm.Response
+		name   string
+		step   llmtest.Step
+		tools  []llm.ToolDef
+		choice string
+		want   llm.Response
 	}{
 		{
 			name: "text with usage",
@@ -291,6 +293,16 @@ func TestResponseMapping(t *testing.T) {
 			},
 		},
 		{
+			name:   "tool-call-shaped content when tool choice is none",
+			tools:  tools,
+			choice: llm.ToolChoiceNone,
+			step:   llmtest.Text(`{"name":"Bash","arguments":{}}`),
+			want: llm.Response{
+				Message:      llm.Message{Role: llm.RoleAssistant, Content: `{"name":"Bash","arguments":{}}`},
+				FinishReason: "stop",
+			},
+		},
+		{
 			name: "tool-call-shaped content when no tools were offered",
 			step: llmtest.Text(`{"name":"Bash","arguments":{}}`),
 			want: llm.Response{
@@ -314,7 +326,7 @@ func TestResponseMapping(t *testing.T) {
 			h := newHarness(t, nil)
 			h.srv.Script(tt.step)
 			req := userRequest("go")
-			req.Tools = tt.tools
+			req.Tools, req.ToolChoice = tt.tools, tt.choice
 			got, err := h.client.Complete(context.Background(), req)
 			if err != nil {
 				t.Fatalf("Complete: %v", err)
@@ -378,7 +390,7 @@ func TestRetriesThenSuccess(t *testing.T) {
 		{
 			name:      "timeout",
 			steps:     []llmtest.Step{llmtest.Text("too late").After(time.Hour), llmtest.Text("ok")},
-			timeout:   time.Second,
+			timeout:   2 * time.Second,
 			wantCount: 1,
 		},
 		{
@@ -609,12 +621,9 @@ func TestStatusErrorCode(t *testing.T) {
 func TestConnectionErrors(t *testing.T) {
 	t.Parallel()
 	// A server that hangs up on every request.
-	var mu sync.Mutex
-	hits := 0
+	var hits atomic.Int32
 	hangup := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		hits++
-		mu.Unlock()
+		hits.Add(1)
 		conn, _, err := w.(http.Hijacker).Hijack()
 		if err == nil {
 			conn.Close()
@@ -634,10 +643,8 @@ func TestConnectionErrors(t *testing.T) {
 	if !errors.Is(err, llm.ErrUnavailable) || err.Error() != want {
 		t.Fatalf("err = %v, want %q", err, want)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if hits != 4 || len(waits) != 3 {
-		t.Errorf("hits = %d, waits = %d; want 4 and 3", hits, len(waits))
+	if hits.Load() != 4 || len(waits) != 3 {
+		t.Errorf("hits = %d, waits = %d; want 4 and 3", hits.Load(), len(waits))
 	}
 }
 
