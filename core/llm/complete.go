@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	openai "github.com/sashabaranov/go-openai"
 )
@@ -114,7 +115,7 @@ func (c *Client) classify(actx context.Context, x *exchange, err error) *failure
 	var reqErr *openai.RequestError
 	switch {
 	case errors.As(err, &apiErr):
-		se := &StatusError{StatusCode: apiErr.HTTPStatusCode, Message: c.redact(apiErr.Message)}
+		se := &StatusError{StatusCode: apiErr.HTTPStatusCode, Message: clip(c.redact(apiErr.Message), 500)}
 		if code, ok := apiErr.Code.(string); ok {
 			se.Code = code
 		}
@@ -132,6 +133,8 @@ func (c *Client) classify(actx context.Context, x *exchange, err error) *failure
 	var urlErr *url.Error
 	var syntaxErr *json.SyntaxError
 	switch {
+	case errors.As(err, &netErr) && netErr.Timeout():
+		return &failure{retry: true, reason: "no answer in time", err: errors.New(msg)}
 	case errors.As(err, &urlErr), errors.As(err, &netErr):
 		return &failure{retry: true, reason: "the server could not be reached",
 			err: errors.New(msg)}
@@ -231,13 +234,11 @@ func clip(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	for n > 0 && !utf8RuneStart(s[n]) {
+	for n > 0 && !utf8.RuneStart(s[n]) {
 		n--
 	}
 	return s[:n] + "…"
 }
-
-func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
 
 // exchangeKey is the context key under which an attempt hands its
 // *exchange to the recorder.
