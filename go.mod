@@ -5,4 +5,5 @@ go 1.26.0
 require (
 	github.com/google/go-cmp v0.7.0
 	gopkg.in/yaml.v3 v3.0.1
+	github.com/sashabaranov/go-openai v1.43.0
 )

@@ -1,0 +1,248 @@
+// Package llm is Baton's boundary to an OpenAI-compatible chat completions
+// endpoint (OpenAI, Azure, vLLM, Ollama, llama.cpp server, OpenRouter).
+//
+// It is the only package in Baton that imports
+// github.com/sashabaranov/go-openai; everything above it speaks in the types
+// declared here (Message, ToolDef, Request, Response). A Client sends one
+// non-streaming completion per Complete call and takes care of what every
+// caller would otherwise repeat: retries with backoff on 429, 5xx, timeouts
+// and connection errors (honouring Retry-After), provider rate-limit messages
+// returned as text, tool calls written into the text instead of tool_calls,
+// and token usage. The API key never appears in errors or logs.
+package llm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+)
+
+// Roles of a Message.
+const (
+	RoleSystem    = "system"
+	RoleUser      = "user"
+	RoleAssistant = "assistant"
+	RoleTool      = "tool"
+)
+
+// Kinds of a Part.
+const (
+	PartText  = "text"
+	PartImage = "image"
+)
+
+// Tool choices of a Request.
+const (
+	ToolChoiceAuto = "auto"
+	ToolChoiceNone = "none"
+)
+
+// Message is one entry of a conversation with the model.
+type Message struct {
+	// Role is one of RoleSystem, RoleUser, RoleAssistant, RoleTool.
+	Role string
+	// Content is the message text. When Parts is not empty, a non-empty
+	// Content is sent as a text part before them.
+	Content string
+	// Parts carries mixed text and images (images belong in user messages:
+	// most providers refuse them elsewhere).
+	Parts []Part
+	// ToolCalls are the calls an assistant message made.
+	ToolCalls []ToolCall
+	// ToolCallID names the call a RoleTool message answers.
+	ToolCallID string
+	// Name is the optional participant or tool name.
+	Name string
+}
+
+// Part is one piece of a multi-part message: text, or an image sent to the
+// model as a data: URL.
+type Part struct {
+	// Type is PartText or PartImage.
+	Type string
+	// Text is the text of a PartText part.
+	Text string
+	// ImageMIME is the media type of a PartImage part, e.g. "image/png".
+	ImageMIME string
+	// ImageData is the raw (not base64) image of a PartImage part.
+	ImageData []byte
+}
+
+// ToolCall is one function call made by the model.
+type ToolCall struct {
+	// ID pairs the call with the RoleTool message that answers it.
+	ID string
+	// Name is the tool's name.
+	Name string
+	// Arguments is the call's arguments as the model wrote them: normally a
+	// JSON object, but callers must be ready for malformed JSON.
+	Arguments string
+}
+
+// ToolDef offers one function tool to the model.
+type ToolDef struct {
+	Name        string
+	Description string
+	// Parameters is the JSON Schema of the arguments; empty means an object
+	// with no properties.
+	Parameters json.RawMessage
+}
+
+// Request is one chat completion request.
+type Request struct {
+	// Model overrides Config.Model when not empty.
+	Model    string
+	Messages []Message
+	Tools    []ToolDef
+	// MaxTokens caps the completion's length; 0 leaves it to the server.
+	MaxTokens int
+	// ToolChoice is ToolChoiceAuto, ToolChoiceNone or "" (server default).
+	ToolChoice string
+}
+
+// Response is the model's answer to a Request.
+type Response struct {
+	// Message is the assistant's message. Tool calls the model wrote into
+	// its text are moved to Message.ToolCalls (see ExtractToolCalls).
+	Message Message
+	// FinishReason is the server's reason, e.g. "stop", "tool_calls", "length".
+	FinishReason string
+	Usage        Usage
+}
+
+// Usage is the token count of one completion as the server reported it.
+type Usage struct {
+	PromptTokens     int
+	CompletionTokens int
+	// CachedTokens is the part of PromptTokens served from the provider's
+	// prompt cache (prompt_tokens_details.cached_tokens).
+	CachedTokens int
+	// Reported is false when the server sent no usage at all; the counts
+	// are then zero and mean nothing.
+	Reported bool
+}
+
+// Config configures a Client.
+type Config struct {
+	// BaseURL is the API root including its version, e.g.
+	// "https://api.openai.com/v1" or "http://localhost:11434/v1".
+	BaseURL string
+	// APIKey is sent as a bearer token; empty sends none. It is never
+	// logged nor included in errors.
+	APIKey string
+	// Model is used when a Request names none.
+	Model string
+	// Timeout bounds one attempt (not the retries); 0 means 2 minutes.
+	Timeout time.Duration
+	// MaxRetries is how many times a failed attempt is retried; 0 means
+	// no retries, a negative value is treated as 0.
+	MaxRetries int
+	// HTTPClient sends the requests; nil means a plain *http.Client.
+	HTTPClient *http.Client
+	// Logger receives retries and failures; nil discards them.
+	Logger *slog.Logger
+	// Sleep waits between attempts; nil waits on a timer. It must return
+	// ctx.Err() when ctx ends first. Tests inject it to never sleep.
+	Sleep func(ctx context.Context, d time.Duration) error
+}
+
+const (
+	defaultTimeout = 2 * time.Minute
+	// backoffBase and backoffMax shape the exponential backoff used when
+	// the server gives no Retry-After.
+	backoffBase = time.Second
+	backoffMax  = 30 * time.Second
+	// retryAfterMax caps a server's Retry-After so that one answer cannot
+	// park a worker for hours.
+	retryAfterMax = 5 * time.Minute
+)
+
+// Client sends chat completions. It is safe for concurrent use.
+type Client struct {
+	api        *openai.Client
+	model      string
+	timeout    time.Duration
+	maxRetries int
+	log        *slog.Logger
+	sleep      func(ctx context.Context, d time.Duration) error
+	redact     func(string) string
+}
+
+// New returns a Client for cfg. It fails when BaseURL is not an http(s) URL.
+func New(cfg Config) (*Client, error) {
+	u, err := url.Parse(cfg.BaseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("llm: base URL %q is not an http(s) URL", cfg.BaseURL)
+	}
+	hc := cfg.HTTPClient
+	if hc == nil {
+		hc = &http.Client{}
+	}
+	oc := openai.DefaultConfig(cfg.APIKey)
+	oc.BaseURL = cfg.BaseURL
+	oc.HTTPClient = recorder{hc}
+	c := &Client{
+		api:        openai.NewClientWithConfig(oc),
+		model:      cfg.Model,
+		timeout:    cfg.Timeout,
+		maxRetries: max(cfg.MaxRetries, 0),
+		log:        cfg.Logger,
+		sleep:      cfg.Sleep,
+		redact:     redactor(cfg.APIKey),
+	}
+	if c.timeout <= 0 {
+		c.timeout = defaultTimeout
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	if c.sleep == nil {
+		c.sleep = sleep
+	}
+	return c, nil
+}
+
+// ErrUnavailable is wrapped by the error Complete returns when the model kept
+// failing with retryable errors until the retry limit. Its message is a plain
+// sentence fit to show a person, e.g. "the language model kept failing:
+// 429 Too Many Requests after 5 retries".
+var ErrUnavailable = errors.New("the language model kept failing")
+
+// StatusError is an HTTP error answered by the server. Message is the
+// server's explanation with the API key removed.
+type StatusError struct {
+	StatusCode int
+	// Code is the provider's error code when it sent one, e.g.
+	// "context_length_exceeded".
+	Code    string
+	Message string
+}
+
+func (e *StatusError) Error() string {
+	s := statusText(e.StatusCode)
+	if e.Message != "" {
+		s += ": " + e.Message
+	}
+	return s
+}
+
+// Retryable reports whether the status is worth another attempt.
+func (e *StatusError) Retryable() bool {
+	return e.StatusCode == http.StatusTooManyRequests ||
+		e.StatusCode == http.StatusRequestTimeout ||
+		e.StatusCode >= 500
+}
+
+func statusText(code int) string {
+	if t := http.StatusText(code); t != "" {
+		return fmt.Sprintf("%d %s", code, t)
+	}
+	return fmt.Sprintf("HTTP %d", code)
+}

@@ -1,0 +1,173 @@
+package llm
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	openai "github.com/sashabaranov/go-openai"
+)
+
+// emptySchema is sent for a tool that declares no parameters.
+var emptySchema = json.RawMessage(`{"type":"object","properties":{}}`)
+
+// wireRequest translates req into go-openai's request.
+func (c *Client) wireRequest(req Request) (openai.ChatCompletionRequest, error) {
+	w := openai.ChatCompletionRequest{Model: req.Model}
+	if w.Model == "" {
+		w.Model = c.model
+	}
+	if w.Model == "" {
+		return w, errors.New("no model configured")
+	}
+	if len(req.Messages) == 0 {
+		return w, errors.New("no messages to send")
+	}
+	w.Messages = make([]openai.ChatCompletionMessage, len(req.Messages))
+	for i, m := range req.Messages {
+		wm, err := wireMessage(m)
+		if err != nil {
+			return w, fmt.Errorf("message %d: %w", i, err)
+		}
+		w.Messages[i] = wm
+	}
+	if len(req.Tools) > 0 {
+		w.Tools = make([]openai.Tool, len(req.Tools))
+		for i, t := range req.Tools {
+			params := t.Parameters
+			if len(params) == 0 {
+				params = emptySchema
+			}
+			if !json.Valid(params) {
+				return w, fmt.Errorf("tool %q: parameters are not valid JSON", t.Name)
+			}
+			w.Tools[i] = openai.Tool{Type: openai.ToolTypeFunction, Function: &openai.FunctionDefinition{
+				Name: t.Name, Description: t.Description, Parameters: params,
+			}}
+		}
+	}
+	switch req.ToolChoice {
+	case "":
+	case ToolChoiceAuto, ToolChoiceNone:
+		w.ToolChoice = req.ToolChoice
+	default:
+		return w, fmt.Errorf("tool choice %q is not %q or %q", req.ToolChoice, ToolChoiceAuto, ToolChoiceNone)
+	}
+	if req.MaxTokens > 0 {
+		// Reasoning models refuse max_tokens and want max_completion_tokens;
+		// older OpenAI-compatible servers know only max_tokens. go-openai's
+		// validator knows which model is which.
+		w.MaxTokens = req.MaxTokens
+		if errors.Is(openai.NewReasoningValidator().Validate(w), openai.ErrReasoningModelMaxTokensDeprecated) {
+			w.MaxTokens, w.MaxCompletionTokens = 0, req.MaxTokens
+		}
+	}
+	return w, nil
+}
+
+func wireMessage(m Message) (openai.ChatCompletionMessage, error) {
+	switch m.Role {
+	case RoleSystem, RoleUser, RoleAssistant, RoleTool:
+	default:
+		return openai.ChatCompletionMessage{}, fmt.Errorf("unknown role %q", m.Role)
+	}
+	w := openai.ChatCompletionMessage{Role: m.Role, Name: m.Name, ToolCallID: m.ToolCallID}
+	if len(m.Parts) == 0 {
+		w.Content = m.Content
+	} else {
+		w.MultiContent = make([]openai.ChatMessagePart, 0, len(m.Parts)+1)
+		if m.Content != "" {
+			w.MultiContent = append(w.MultiContent, openai.ChatMessagePart{Type: openai.ChatMessagePartTypeText, Text: m.Content})
+		}
+		for i, p := range m.Parts {
+			switch p.Type {
+			case PartText:
+				w.MultiContent = append(w.MultiContent, openai.ChatMessagePart{Type: openai.ChatMessagePartTypeText, Text: p.Text})
+			case PartImage:
+				if len(p.ImageData) == 0 {
+					return w, fmt.Errorf("part %d: empty image", i)
+				}
+				w.MultiContent = append(w.MultiContent, openai.ChatMessagePart{
+					Type:     openai.ChatMessagePartTypeImageURL,
+					ImageURL: &openai.ChatMessageImageURL{URL: dataURL(p.ImageMIME, p.ImageData)},
+				})
+			default:
+				return w, fmt.Errorf("part %d: unknown type %q", i, p.Type)
+			}
+		}
+	}
+	for _, tc := range m.ToolCalls {
+		args := tc.Arguments
+		if args == "" {
+			args = "{}"
+		}
+		w.ToolCalls = append(w.ToolCalls, openai.ToolCall{
+			ID: tc.ID, Type: openai.ToolTypeFunction,
+			Function: openai.FunctionCall{Name: tc.Name, Arguments: args},
+		})
+	}
+	return w, nil
+}
+
+// dataURL encodes an image as a data: URL, sniffing the type when mime is
+// empty.
+func dataURL(mime string, data []byte) string {
+	if mime == "" {
+		mime = http.DetectContentType(data)
+	}
+	return "data:" + mime + ";base64," + base64.StdEncoding.EncodeToString(data)
+}
+
+// fromWire translates go-openai's response (with at least one choice).
+func fromWire(out openai.ChatCompletionResponse, usageReported bool) Response {
+	ch := out.Choices[0]
+	msg := Message{Role: RoleAssistant, Content: ch.Message.Content}
+	for i, tc := range ch.Message.ToolCalls {
+		id := tc.ID
+		if id == "" {
+			id = callID(tc.Function.Name+tc.Function.Arguments+ch.Message.Content, i)
+		}
+		msg.ToolCalls = append(msg.ToolCalls, ToolCall{ID: id, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+	}
+	if fc := ch.Message.FunctionCall; fc != nil && fc.Name != "" && len(msg.ToolCalls) == 0 {
+		// The legacy function_call field some servers still fill.
+		msg.ToolCalls = []ToolCall{{ID: callID(fc.Name+fc.Arguments, 0), Name: fc.Name, Arguments: fc.Arguments}}
+	}
+	r := Response{Message: msg, FinishReason: string(ch.FinishReason)}
+	if usageReported {
+		r.Usage = Usage{
+			PromptTokens:     out.Usage.PromptTokens,
+			CompletionTokens: out.Usage.CompletionTokens,
+			Reported:         true,
+		}
+		if d := out.Usage.PromptTokensDetails; d != nil {
+			r.Usage.CachedTokens = d.CachedTokens
+		}
+	}
+	return r
+}
+
+// callID makes an id for a call the server gave none: derived from the
+// call's text so that transcripts stay reproducible, and distinct across
+// turns because the text differs.
+func callID(seed string, i int) string {
+	sum := sha256.Sum256([]byte(seed))
+	return fmt.Sprintf("call_%s_%d", hex.EncodeToString(sum[:6]), i)
+}
+
+// toolNames returns a membership test over the offered tools, nil when
+// none were offered.
+func toolNames(tools []ToolDef) func(string) bool {
+	if len(tools) == 0 {
+		return nil
+	}
+	set := make(map[string]bool, len(tools))
+	for _, t := range tools {
+		set[t.Name] = true
+	}
+	return func(name string) bool { return set[name] }
+}

@@ -1,0 +1,123 @@
+package llmtest
+
+import (
+	"net/http"
+	"time"
+)
+
+// Step is one scripted answer of the Server: either a completion (Text,
+// ToolCalls, Usage, FinishReason) or, when Status is set, an HTTP error.
+// Build steps with Text, Call, Calls and Status and refine them with the
+// With… and After methods; each returns a modified copy.
+type Step struct {
+	// Text is the assistant's content.
+	Text string
+	// ToolCalls are the assistant's tool calls; an empty ID gets "call_<n>",
+	// n counting calls across the server's life.
+	ToolCalls []ToolCall
+	// Usage is sent as the reply's usage; nil sends no usage at all.
+	Usage *Usage
+	// FinishReason defaults to "tool_calls" with tool calls, else "stop".
+	FinishReason string
+
+	// Status, when non-zero, answers with this HTTP status instead.
+	Status int
+	// Body is the error body; empty sends an OpenAI-style error object.
+	Body string
+	// RetryAfter, when not empty, is sent as the Retry-After header.
+	RetryAfter string
+
+	// Delay holds the answer back; it ends early when the client gives up.
+	Delay time.Duration
+	// Raw, when not empty, is sent verbatim as a 200 reply body.
+	Raw string
+}
+
+// ToolCall is one tool call in a scripted answer or a recorded request.
+type ToolCall struct {
+	ID        string
+	Name      string
+	Arguments string // JSON text
+}
+
+// Usage is the token usage a scripted answer reports.
+type Usage struct {
+	PromptTokens     int
+	CompletionTokens int
+	CachedTokens     int // sent as prompt_tokens_details.cached_tokens when > 0
+}
+
+// Text answers with assistant text.
+func Text(s string) Step { return Step{Text: s} }
+
+// Call answers with one tool call; args is its JSON arguments text.
+func Call(name, args string) Step {
+	return Step{ToolCalls: []ToolCall{{Name: name, Arguments: args}}}
+}
+
+// Calls answers with the tool calls (and text) of all the given steps in one
+// reply, e.g. Calls(Call("Read", `{}`), Call("Bash", `{}`)).
+func Calls(steps ...Step) Step {
+	var s Step
+	for _, p := range steps {
+		s.ToolCalls = append(s.ToolCalls, p.ToolCalls...)
+		s.Text += p.Text
+	}
+	return s
+}
+
+// Status answers with an HTTP error of that status.
+func Status(code int) Step { return Step{Status: code} }
+
+// Raw answers 200 with body sent verbatim (e.g. malformed JSON).
+func Raw(body string) Step { return Step{Raw: body} }
+
+// WithUsage returns s reporting the given token counts.
+func (s Step) WithUsage(prompt, completion int) Step {
+	u := Usage{PromptTokens: prompt, CompletionTokens: completion}
+	if s.Usage != nil {
+		u.CachedTokens = s.Usage.CachedTokens
+	}
+	s.Usage = &u
+	return s
+}
+
+// WithCached returns s reporting cached prompt tokens (and usage at all).
+func (s Step) WithCached(cached int) Step {
+	u := Usage{}
+	if s.Usage != nil {
+		u = *s.Usage
+	}
+	u.CachedTokens = cached
+	s.Usage = &u
+	return s
+}
+
+// WithFinish returns s with the finish reason.
+func (s Step) WithFinish(reason string) Step { s.FinishReason = reason; return s }
+
+// WithBody returns s with the error body.
+func (s Step) WithBody(body string) Step { s.Body = body; return s }
+
+// WithRetryAfter returns s sending the Retry-After header.
+func (s Step) WithRetryAfter(v string) Step { s.RetryAfter = v; return s }
+
+// After returns s answered only after d (or when the client gives up).
+func (s Step) After(d time.Duration) Step { s.Delay = d; return s }
+
+// Handler answers a request dynamically once the script is used up.
+type Handler func(req Request) Step
+
+func (s Step) errorBody() string {
+	if s.Body != "" {
+		return s.Body
+	}
+	typ := "server_error"
+	switch {
+	case s.Status == http.StatusTooManyRequests:
+		typ = "rate_limit_exceeded"
+	case s.Status < 500:
+		typ = "invalid_request_error"
+	}
+	return `{"error":{"message":"scripted ` + http.StatusText(s.Status) + `","type":"` + typ + `","code":"` + typ + `"}}`
+}
