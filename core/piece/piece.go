@@ -31,7 +31,7 @@ func IsSentinel(step string) bool {
 	return false
 }
 
-// Locales are the locales a Text may be written in, the default first.
+// locales are the locales a Text may be written in, the default first.
 var locales = []string{"en", "ja"}
 
 // Text is a piece's text in one or more locales, keyed by locale ("en",
