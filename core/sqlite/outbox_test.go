@@ -151,7 +151,10 @@ func TestDueOutbox(t *testing.T) {
 		t.Errorf("console due = %v, want none", got)
 	}
 
-	sent := byPayload("t1-1")
+	sent, err := s.Outbox(ctx, byPayload("t1-1").ID)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if sent.State != core.OutboxSent || sent.PlatformMsgID != "ts-1" {
 		t.Errorf("sent message = %+v", sent)
 	}
@@ -165,6 +168,10 @@ func TestDueOutbox(t *testing.T) {
 		"sent":  s.OutboxSent(ctx, 999, "x"),
 		"retry": s.OutboxRetry(ctx, 999, now, "x"),
 		"fail":  s.OutboxFail(ctx, 999, "x"),
+		"get": func() error {
+			_, err := s.Outbox(ctx, 999)
+			return err
+		}(),
 	} {
 		if !errors.Is(err, core.ErrNotFound) {
 			t.Errorf("%s on a missing message: %v, want ErrNotFound", name, err)

@@ -145,7 +145,10 @@ func dsn(path string, busyMS int, write bool) string {
 
 // Close closes the database. Calls after the first return nil.
 func (s *Store) Close() error {
-	return errors.Join(s.reader.Close(), s.writer.Close())
+	if err := errors.Join(s.reader.Close(), s.writer.Close()); err != nil {
+		return fmt.Errorf("close store: %w", err)
+	}
+	return nil
 }
 
 // Ping reports whether both the writer and the reader pool reach the file.

@@ -100,6 +100,9 @@ func TestOpenMigrateReopen(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
+	if err := s.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
 
 	s, err = Open(ctx, path, Options{WorkspaceRoot: dir})
 	if err != nil {
