@@ -1,0 +1,191 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/baton-bot/baton/core"
+)
+
+const outboxCols = `o.id, o.task_id, COALESCE(o.job_id, 0), o.attempt, o.seq, o.kind, o.payload, o.state, o.tries,
+	o.next_try_at, o.last_error, o.platform_msg_id, o.created_at`
+
+func scanOutbox(r scanner) (core.OutboxMessage, error) {
+	var m core.OutboxMessage
+	var kind, state string
+	var next, created int64
+	err := r.Scan(&m.ID, &m.TaskID, &m.JobID, &m.Attempt, &m.Seq, &kind, &m.Payload, &state, &m.Tries,
+		&next, &m.LastError, &m.PlatformMsgID, &created)
+	if err != nil {
+		return core.OutboxMessage{}, notFound(err)
+	}
+	m.Kind, m.State = core.OutboxKind(kind), core.OutboxState(state)
+	m.NextTryAt, m.CreatedAt = fromMS(next), fromMS(created)
+	return m, nil
+}
+
+// insertOutbox stores m as a pending message with the next Seq of its
+// task. The write lock held by the transaction makes max(seq)+1 safe.
+func insertOutbox(ctx context.Context, tx *sql.Tx, m core.OutboxMessage) (int64, error) {
+	var seq int64
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) + 1 FROM outbox WHERE task_id = ?`, m.TaskID).Scan(&seq); err != nil {
+		return 0, err
+	}
+	var id int64
+	err := tx.QueryRowContext(ctx, `INSERT INTO outbox (task_id, job_id, attempt, seq, kind, payload, state, tries,
+		next_try_at, last_error, platform_msg_id, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, '', '', ?) RETURNING id`,
+		m.TaskID, nullID(m.JobID), m.Attempt, seq, string(m.Kind), m.Payload, string(core.OutboxPending),
+		ms(m.NextTryAt), ms(now())).Scan(&id)
+	if err != nil {
+		return 0, constraint(err)
+	}
+	return id, nil
+}
+
+// AddOutbox stores msgs as pending, in one transaction, each with the next
+// Seq of its task. ID, Seq, State, Tries, LastError, PlatformMsgID and
+// CreatedAt are the store's; a zero NextTryAt means due at once. A missing
+// task or job is an error wrapping core.ErrNotFound, and then none is
+// stored.
+func (s *Store) AddOutbox(ctx context.Context, msgs ...core.OutboxMessage) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		for i, m := range msgs {
+			if _, err := insertOutbox(ctx, tx, m); err != nil {
+				return fmt.Errorf("message %d (task %d): %w", i, m.TaskID, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("add outbox: %w", err)
+	}
+	return nil
+}
+
+// DueOutbox returns up to limit pending messages of tasks on platform whose
+// NextTryAt is not after now, in (task, seq) order, at most one per task:
+// the task's first pending message, and none when that one is not due yet,
+// so that a thread's order holds. limit <= 0 means no limit.
+func (s *Store) DueOutbox(ctx context.Context, platform core.Platform, now time.Time, limit int) ([]core.OutboxMessage, error) {
+	q := `SELECT ` + outboxCols + ` FROM outbox o JOIN tasks t ON t.id = o.task_id
+		WHERE t.platform = ? AND o.state = ? AND o.next_try_at <= ?
+		  AND o.seq = (SELECT MIN(p.seq) FROM outbox p WHERE p.task_id = o.task_id AND p.state = ?)
+		ORDER BY o.task_id, o.seq`
+	args := []any{string(platform), string(core.OutboxPending), ms(now), string(core.OutboxPending)}
+	if limit > 0 {
+		q += ` LIMIT ?`
+		args = append(args, limit)
+	}
+	rows, err := s.reader.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("due outbox for %s: %w", platform, err)
+	}
+	defer rows.Close()
+	var out []core.OutboxMessage
+	for rows.Next() {
+		m, err := scanOutbox(rows)
+		if err != nil {
+			return nil, fmt.Errorf("due outbox for %s: %w", platform, err)
+		}
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("due outbox for %s: %w", platform, err)
+	}
+	return out, nil
+}
+
+// Outbox returns the message with id, or an error wrapping core.ErrNotFound.
+func (s *Store) Outbox(ctx context.Context, id int64) (core.OutboxMessage, error) {
+	m, err := scanOutbox(s.reader.QueryRowContext(ctx, `SELECT `+outboxCols+` FROM outbox o WHERE o.id = ?`, id))
+	if err != nil {
+		return core.OutboxMessage{}, fmt.Errorf("outbox message %d: %w", id, err)
+	}
+	return m, nil
+}
+
+// updateOutbox runs one UPDATE on message id; no such message is an error
+// wrapping core.ErrNotFound.
+func (s *Store) updateOutbox(ctx context.Context, op string, id int64, query string, args ...any) error {
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, query, append(args, id)...)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return core.ErrNotFound
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s outbox message %d: %w", op, id, err)
+	}
+	return nil
+}
+
+// OutboxSent marks a message delivered, keeping the platform's id for it.
+func (s *Store) OutboxSent(ctx context.Context, id int64, platformMsgID string) error {
+	return s.updateOutbox(ctx, "mark sent", id, `UPDATE outbox SET state = ?, platform_msg_id = ?, last_error = '' WHERE id = ?`,
+		string(core.OutboxSent), platformMsgID)
+}
+
+// OutboxRetry records a failed try (Tries + 1, LastError) and when to try
+// again. The message's state is left as it is.
+func (s *Store) OutboxRetry(ctx context.Context, id int64, next time.Time, lastErr string) error {
+	return s.updateOutbox(ctx, "retry", id, `UPDATE outbox SET tries = tries + 1, next_try_at = ?, last_error = ? WHERE id = ?`,
+		ms(next), lastErr)
+}
+
+// OutboxFail gives up on a message (state failed, Tries + 1, LastError); the
+// task's next message becomes due.
+func (s *Store) OutboxFail(ctx context.Context, id int64, lastErr string) error {
+	return s.updateOutbox(ctx, "fail", id, `UPDATE outbox SET state = ?, tries = tries + 1, last_error = ? WHERE id = ?`,
+		string(core.OutboxFailed), lastErr)
+}
+
+// SeenInbound records key and reports whether it was new: a key delivered
+// again (also from another process) reports false.
+func (s *Store) SeenInbound(ctx context.Context, key string, at time.Time) (bool, error) {
+	var first bool
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `INSERT INTO inbound_events (key, seen_at) VALUES (?, ?) ON CONFLICT (key) DO NOTHING`,
+			key, ms(at))
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		first = n == 1
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("seen inbound %q: %w", key, err)
+	}
+	return first, nil
+}
+
+// PruneInbound deletes keys seen before t and returns how many.
+func (s *Store) PruneInbound(ctx context.Context, before time.Time) (int64, error) {
+	var n int64
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM inbound_events WHERE seen_at < ?`, ms(before))
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("prune inbound before %s: %w", before.Format(time.RFC3339), err)
+	}
+	return n, nil
+}

@@ -1,0 +1,311 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/baton-bot/baton/core"
+	"github.com/google/go-cmp/cmp"
+)
+
+// newStore opens a store on a fresh file in a temporary directory.
+func newStore(t testing.TB) *Store {
+	t.Helper()
+	dir := t.TempDir()
+	s, err := Open(t.Context(), filepath.Join(dir, "db", "baton.db"), Options{WorkspaceRoot: filepath.Join(dir, "ws")})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return s
+}
+
+var threadN atomic.Int64
+
+// newTask creates a task on a fresh Slack thread.
+func newTask(t testing.TB, s *Store) core.Task {
+	t.Helper()
+	ref := core.ThreadRef{Platform: core.PlatformSlack, Team: "T1", Channel: "C1", Thread: fmt.Sprintf("17000.%d", threadN.Add(1))}
+	task, _, err := s.EnsureTask(t.Context(), core.Task{Thread: ref, OwnerUser: "U1", Title: "a task"})
+	if err != nil {
+		t.Fatalf("EnsureTask: %v", err)
+	}
+	return task
+}
+
+// newJob creates a queued job on a fresh task.
+func newJob(t testing.TB, s *Store) core.Job {
+	t.Helper()
+	task := newTask(t, s)
+	j, err := s.CreateJob(t.Context(), core.Job{TaskID: task.ID, Piece: "default", Instruction: "do it"})
+	if err != nil {
+		t.Fatalf("CreateJob: %v", err)
+	}
+	return j
+}
+
+func mustJob(t testing.TB, s *Store, id int64) core.Job {
+	t.Helper()
+	j, err := s.Job(t.Context(), id)
+	if err != nil {
+		t.Fatalf("Job(%d): %v", id, err)
+	}
+	return j
+}
+
+func eventKinds(t testing.TB, s *Store, jobID int64) []string {
+	t.Helper()
+	evs, err := s.Events(t.Context(), jobID)
+	if err != nil {
+		t.Fatalf("Events(%d): %v", jobID, err)
+	}
+	var kinds []string
+	for _, e := range evs {
+		kinds = append(kinds, e.Kind)
+	}
+	return kinds
+}
+
+func TestOpenMigrateReopen(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "nested", "dir", "baton.db")
+	s, err := Open(ctx, path, Options{WorkspaceRoot: dir})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	task := newTask(t, s)
+	if _, err := s.AddComment(ctx, core.Comment{TaskID: task.ID, Text: "hello"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatalf("second Migrate: %v", err)
+	}
+	task, err = s.Task(ctx, task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+
+	s, err = Open(ctx, path, Options{WorkspaceRoot: dir})
+	if err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	defer s.Close()
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatalf("Migrate after reopen: %v", err)
+	}
+	got, err := s.Task(ctx, task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(task, got); diff != "" {
+		t.Errorf("task after reopen (-want +got):\n%s", diff)
+	}
+	cs, err := s.RecentComments(ctx, task.ID, 10)
+	if err != nil || len(cs) != 1 || cs[0].Text != "hello" {
+		t.Errorf("comments after reopen = %v, %v; want the one comment", cs, err)
+	}
+	var n int
+	if err := s.reader.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Errorf("schema_migrations rows = %d, want 1", n)
+	}
+	var mode string
+	if err := s.reader.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&mode); err != nil {
+		t.Fatal(err)
+	}
+	if mode != "wal" {
+		t.Errorf("journal_mode = %q, want wal", mode)
+	}
+	var fk int
+	if err := s.writer.QueryRowContext(ctx, `PRAGMA foreign_keys`).Scan(&fk); err != nil {
+		t.Fatal(err)
+	}
+	if fk != 1 {
+		t.Errorf("foreign_keys = %d, want 1", fk)
+	}
+	if err := s.Ping(ctx); err != nil {
+		t.Errorf("Ping: %v", err)
+	}
+}
+
+func TestOpenRefusesNonFilePaths(t *testing.T) {
+	for _, p := range []string{"", ":memory:", "file:x.db", "x.db?mode=ro"} {
+		if s, err := Open(t.Context(), p, Options{}); err == nil {
+			s.Close()
+			t.Errorf("Open(%q) succeeded, want an error", p)
+		}
+	}
+}
+
+func TestReaderIsReadOnly(t *testing.T) {
+	s := newStore(t)
+	if _, err := s.reader.ExecContext(t.Context(), `DELETE FROM tasks`); err == nil {
+		t.Error("a write through the reader pool succeeded")
+	}
+}
+
+// lockFile opens a second connection to the store's file with no busy
+// timeout and holds the write lock until the returned function is called.
+func lockFile(t testing.TB, s *Store) (release func()) {
+	t.Helper()
+	var path string
+	if err := s.reader.QueryRowContext(t.Context(), `SELECT file FROM pragma_database_list WHERE name = 'main'`).Scan(&path); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", dsn(path, 0, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	tx, err := db.BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	release = func() { once.Do(func() { tx.Rollback() }) }
+	t.Cleanup(release)
+	return release
+}
+
+// busyStore opens a store that meets locks at once (no busy timeout), so
+// the retry of whole transactions is what handles them.
+func busyStore(t testing.TB) *Store {
+	t.Helper()
+	s, err := open(t.Context(), filepath.Join(t.TempDir(), "baton.db"), Options{}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	s.backoff = time.Millisecond
+	return s
+}
+
+func TestBusyWriteIsRetried(t *testing.T) {
+	s := busyStore(t)
+	release := lockFile(t, s)
+	var tries []int
+	s.onBusy = func(try int) {
+		tries = append(tries, try)
+		if try == 2 {
+			release()
+		}
+	}
+	first, err := s.SeenInbound(t.Context(), "k", time.Now())
+	if err != nil {
+		t.Fatalf("SeenInbound while another connection held the lock: %v", err)
+	}
+	if !first {
+		t.Error("first = false, want true")
+	}
+	if diff := cmp.Diff([]int{1, 2}, tries); diff != "" {
+		t.Errorf("busy retries (-want +got):\n%s", diff)
+	}
+}
+
+func TestBusyWriteGivesUp(t *testing.T) {
+	s := busyStore(t)
+	lockFile(t, s)
+	_, err := s.SeenInbound(t.Context(), "k", time.Now())
+	if err == nil || !busy(err) || !strings.Contains(err.Error(), "gave up after 6 tries") {
+		t.Fatalf("err = %v, want a busy error after 6 tries", err)
+	}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	s.onBusy = func(int) { cancel() }
+	_, err = s.SeenInbound(ctx, "k", time.Now())
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+}
+
+func TestConcurrentWriters(t *testing.T) {
+	s := newStore(t)
+	task := newTask(t, s)
+	const goroutines, each = 20, 50
+	var wg sync.WaitGroup
+	errs := make(chan error, goroutines*each)
+	for g := range goroutines {
+		wg.Go(func() {
+			for i := range each {
+				_, err := s.AddComment(t.Context(), core.Comment{TaskID: task.ID, PlatformMsgID: fmt.Sprintf("%d-%d", g, i), Text: "x"})
+				if err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("AddComment: %v", err)
+	}
+	cs, err := s.RecentComments(t.Context(), task.ID, goroutines*each+10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs) != goroutines*each {
+		t.Errorf("stored %d comments, want %d", len(cs), goroutines*each)
+	}
+}
+
+// TestConcurrentStores runs two stores on one file, as two processes
+// sharing it would, writing at once.
+func TestConcurrentStores(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "baton.db")
+	var stores []*Store
+	for range 2 {
+		s, err := Open(t.Context(), path, Options{WorkspaceRoot: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		stores = append(stores, s)
+	}
+	task := newTask(t, stores[0])
+	var wg sync.WaitGroup
+	errs := make(chan error, 400)
+	for i := range 4 {
+		s := stores[i%2]
+		wg.Go(func() {
+			for k := range 50 {
+				if err := s.AddOutbox(t.Context(), core.OutboxMessage{TaskID: task.ID, Kind: core.OutboxPost, Payload: fmt.Sprint(i, k)}); err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("AddOutbox: %v", err)
+	}
+	var n, maxSeq int64
+	if err := stores[1].reader.QueryRowContext(t.Context(), `SELECT COUNT(*), MAX(seq) FROM outbox WHERE task_id = ?`, task.ID).Scan(&n, &maxSeq); err != nil {
+		t.Fatal(err)
+	}
+	if n != 200 || maxSeq != 200 {
+		t.Errorf("outbox has %d messages, max seq %d; want 200 and 200", n, maxSeq)
+	}
+}

@@ -1,0 +1,217 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strconv"
+
+	"github.com/baton-bot/baton/core"
+)
+
+const taskCols = `id, COALESCE(parent_task_id, 0), platform, team, channel, thread,
+	owner_user, title, workspace, created_at, updated_at`
+
+func scanTask(r scanner) (core.Task, error) {
+	var t core.Task
+	var platform string
+	var created, updated int64
+	err := r.Scan(&t.ID, &t.ParentTaskID, &platform, &t.Thread.Team, &t.Thread.Channel, &t.Thread.Thread,
+		&t.OwnerUser, &t.Title, &t.Workspace, &created, &updated)
+	if err != nil {
+		return core.Task{}, notFound(err)
+	}
+	t.Thread.Platform = core.Platform(platform)
+	t.CreatedAt, t.UpdatedAt = fromMS(created), fromMS(updated)
+	return t, nil
+}
+
+func taskByThread(ctx context.Context, q querier, ref core.ThreadRef) (core.Task, error) {
+	return scanTask(q.QueryRowContext(ctx, `SELECT `+taskCols+` FROM tasks
+		WHERE platform = ? AND team = ? AND channel = ? AND thread = ?`,
+		string(ref.Platform), ref.Team, ref.Channel, ref.Thread))
+}
+
+// EnsureTask returns the task for t.Thread, creating it from t when there
+// is none (see core.TaskStore). A new task without a workspace gets
+// WorkspaceRoot/<id>. t.Thread.Platform must be set.
+func (s *Store) EnsureTask(ctx context.Context, t core.Task) (core.Task, bool, error) {
+	if t.Thread.Platform == "" {
+		return core.Task{}, false, errors.New("ensure task: thread has no platform")
+	}
+	var out core.Task
+	var created bool
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		created = false
+		found, err := taskByThread(ctx, tx, t.Thread)
+		if err == nil {
+			out = found
+			return nil
+		}
+		if !errors.Is(err, core.ErrNotFound) {
+			return err
+		}
+		at := ms(now())
+		var id int64
+		err = tx.QueryRowContext(ctx, `INSERT INTO tasks (parent_task_id, platform, team, channel, thread,
+			owner_user, title, workspace, created_at, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+			nullID(t.ParentTaskID), string(t.Thread.Platform), t.Thread.Team, t.Thread.Channel, t.Thread.Thread,
+			t.OwnerUser, t.Title, t.Workspace, at, at).Scan(&id)
+		if err != nil {
+			return constraint(err)
+		}
+		if t.Workspace == "" {
+			ws := filepath.Join(s.root, strconv.FormatInt(id, 10))
+			if _, err := tx.ExecContext(ctx, `UPDATE tasks SET workspace = ? WHERE id = ?`, ws, id); err != nil {
+				return err
+			}
+		}
+		out, err = scanTask(tx.QueryRowContext(ctx, `SELECT `+taskCols+` FROM tasks WHERE id = ?`, id))
+		created = true
+		return err
+	})
+	if err != nil {
+		return core.Task{}, false, fmt.Errorf("ensure task %s/%s/%s/%s: %w",
+			t.Thread.Platform, t.Thread.Team, t.Thread.Channel, t.Thread.Thread, err)
+	}
+	return out, created, nil
+}
+
+// Task returns the task with id, or an error wrapping core.ErrNotFound.
+func (s *Store) Task(ctx context.Context, id int64) (core.Task, error) {
+	t, err := scanTask(s.reader.QueryRowContext(ctx, `SELECT `+taskCols+` FROM tasks WHERE id = ?`, id))
+	if err != nil {
+		return core.Task{}, fmt.Errorf("task %d: %w", id, err)
+	}
+	return t, nil
+}
+
+// TaskByThread returns the task keyed on ref, or an error wrapping
+// core.ErrNotFound.
+func (s *Store) TaskByThread(ctx context.Context, ref core.ThreadRef) (core.Task, error) {
+	t, err := taskByThread(ctx, s.reader, ref)
+	if err != nil {
+		return core.Task{}, fmt.Errorf("task by thread %s/%s/%s/%s: %w", ref.Platform, ref.Team, ref.Channel, ref.Thread, err)
+	}
+	return t, nil
+}
+
+const commentCols = `id, task_id, COALESCE(platform_msg_id, ''), author_id, author_name, role, text, files, created_at`
+
+func scanComment(r scanner) (core.Comment, error) {
+	var c core.Comment
+	var role, files string
+	var created int64
+	if err := r.Scan(&c.ID, &c.TaskID, &c.PlatformMsgID, &c.AuthorID, &c.AuthorName, &role, &c.Text, &files, &created); err != nil {
+		return core.Comment{}, notFound(err)
+	}
+	c.Role = core.Role(role)
+	c.CreatedAt = fromMS(created)
+	if err := json.Unmarshal([]byte(files), &c.Files); err != nil {
+		return core.Comment{}, fmt.Errorf("comment %d: files: %w", c.ID, err)
+	}
+	return c, nil
+}
+
+// insertComment stores c in tx. When c.PlatformMsgID is taken in the task,
+// it returns the stored comment and an error wrapping core.ErrDuplicate.
+// A comment without CreatedAt gets the store's clock.
+func insertComment(ctx context.Context, tx *sql.Tx, c core.Comment) (core.Comment, error) {
+	if c.PlatformMsgID != "" {
+		old, err := scanComment(tx.QueryRowContext(ctx, `SELECT `+commentCols+` FROM comments
+			WHERE task_id = ? AND platform_msg_id = ?`, c.TaskID, c.PlatformMsgID))
+		if err == nil {
+			return old, fmt.Errorf("message %s: %w", c.PlatformMsgID, core.ErrDuplicate)
+		}
+		if !errors.Is(err, core.ErrNotFound) {
+			return core.Comment{}, err
+		}
+	}
+	if c.Role == "" {
+		c.Role = core.RoleUser
+	}
+	if c.Files == nil {
+		c.Files = []string{}
+	}
+	b, err := json.Marshal(c.Files)
+	if err != nil {
+		return core.Comment{}, err
+	}
+	if c.CreatedAt.IsZero() {
+		c.CreatedAt = now()
+	}
+	var msgID any
+	if c.PlatformMsgID != "" {
+		msgID = c.PlatformMsgID
+	}
+	err = tx.QueryRowContext(ctx, `INSERT INTO comments (task_id, platform_msg_id, author_id, author_name, role, text, files, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+		c.TaskID, msgID, c.AuthorID, c.AuthorName, string(c.Role), c.Text, string(b), ms(c.CreatedAt)).Scan(&c.ID)
+	if err != nil {
+		return core.Comment{}, constraint(err)
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE tasks SET updated_at = ? WHERE id = ?`, ms(now()), c.TaskID); err != nil {
+		return core.Comment{}, err
+	}
+	c.CreatedAt = fromMS(ms(c.CreatedAt))
+	return c, nil
+}
+
+// AddComment stores c and returns it with its ID (see core.TaskStore). A
+// comment without Role is a user's; one without CreatedAt gets the
+// store's clock. A missing task is an error wrapping core.ErrNotFound.
+func (s *Store) AddComment(ctx context.Context, c core.Comment) (core.Comment, error) {
+	var out core.Comment
+	var dup error
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		out, err = insertComment(ctx, tx, c)
+		dup = nil
+		if errors.Is(err, core.ErrDuplicate) && out.ID != 0 {
+			// Nothing was written: commit the empty transaction and report
+			// the stored comment.
+			dup, err = err, nil
+		}
+		return err
+	})
+	if err != nil {
+		return core.Comment{}, fmt.Errorf("add comment to task %d: %w", c.TaskID, err)
+	}
+	if dup != nil {
+		return out, fmt.Errorf("add comment to task %d: %w", c.TaskID, dup)
+	}
+	return out, nil
+}
+
+// RecentComments returns the task's last n comments in the order they were
+// stored, oldest first. n <= 0 returns none; a task without comments (or
+// no such task) returns an empty slice.
+func (s *Store) RecentComments(ctx context.Context, taskID int64, n int) ([]core.Comment, error) {
+	if n <= 0 {
+		return nil, nil
+	}
+	rows, err := s.reader.QueryContext(ctx, `SELECT `+commentCols+` FROM comments
+		WHERE task_id = ? ORDER BY id DESC LIMIT ?`, taskID, n)
+	if err != nil {
+		return nil, fmt.Errorf("recent comments of task %d: %w", taskID, err)
+	}
+	defer rows.Close()
+	var out []core.Comment
+	for rows.Next() {
+		c, err := scanComment(rows)
+		if err != nil {
+			return nil, fmt.Errorf("recent comments of task %d: %w", taskID, err)
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("recent comments of task %d: %w", taskID, err)
+	}
+	slices.Reverse(out)
+	return out, nil
+}

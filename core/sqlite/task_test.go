@@ -1,0 +1,219 @@
+package sqlite
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/baton-bot/baton/core"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+func TestEnsureTask(t *testing.T) {
+	s := newStore(t)
+	ctx := t.Context()
+	ref := core.ThreadRef{Platform: core.PlatformSlack, Team: "T1", Channel: "C1", Thread: "1700.1"}
+	before := time.Now().Add(-time.Second)
+
+	task, created, err := s.EnsureTask(ctx, core.Task{Thread: ref, OwnerUser: "U1", Title: "first"})
+	if err != nil || !created {
+		t.Fatalf("EnsureTask = %v, %v; want created", created, err)
+	}
+	want := core.Task{ID: task.ID, Thread: ref, OwnerUser: "U1", Title: "first",
+		Workspace: filepath.Join(s.root, strconv.FormatInt(task.ID, 10)), CreatedAt: task.CreatedAt, UpdatedAt: task.UpdatedAt}
+	if diff := cmp.Diff(want, task); diff != "" {
+		t.Errorf("created task (-want +got):\n%s", diff)
+	}
+	if task.ID == 0 || task.CreatedAt.Before(before) || task.CreatedAt.Location() != time.UTC {
+		t.Errorf("task ID %d, CreatedAt %v: want an id and a recent UTC time", task.ID, task.CreatedAt)
+	}
+
+	again, created, err := s.EnsureTask(ctx, core.Task{Thread: ref, OwnerUser: "U2", Title: "second"})
+	if err != nil || created {
+		t.Fatalf("EnsureTask again = %v, %v; want existing", created, err)
+	}
+	if diff := cmp.Diff(task, again); diff != "" {
+		t.Errorf("existing task (-want +got):\n%s", diff)
+	}
+
+	byThread, err := s.TaskByThread(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(task, byThread); diff != "" {
+		t.Errorf("TaskByThread (-want +got):\n%s", diff)
+	}
+
+	// Another thread in the same channel, a subtask with its own workspace.
+	sub, created, err := s.EnsureTask(ctx, core.Task{ParentTaskID: task.ID, Workspace: "/elsewhere/x",
+		Thread: core.ThreadRef{Platform: core.PlatformSubtask, Thread: "job-1-0"}})
+	if err != nil || !created {
+		t.Fatalf("EnsureTask subtask = %v, %v", created, err)
+	}
+	if sub.ID == task.ID || sub.ParentTaskID != task.ID || sub.Workspace != "/elsewhere/x" {
+		t.Errorf("subtask = %+v; want a new task with parent %d and its own workspace", sub, task.ID)
+	}
+}
+
+func TestEnsureTaskErrors(t *testing.T) {
+	s := newStore(t)
+	ctx := t.Context()
+	if _, _, err := s.EnsureTask(ctx, core.Task{Thread: core.ThreadRef{Channel: "C"}}); err == nil {
+		t.Error("EnsureTask without platform succeeded")
+	}
+	_, _, err := s.EnsureTask(ctx, core.Task{ParentTaskID: 999, Thread: core.ThreadRef{Platform: core.PlatformSubtask, Thread: "x"}})
+	if !errors.Is(err, core.ErrNotFound) {
+		t.Errorf("EnsureTask with a missing parent: %v, want ErrNotFound", err)
+	}
+	if _, err := s.Task(ctx, 999); !errors.Is(err, core.ErrNotFound) {
+		t.Errorf("Task(999): %v, want ErrNotFound", err)
+	}
+	if _, err := s.TaskByThread(ctx, core.ThreadRef{Platform: core.PlatformSlack, Thread: "nope"}); !errors.Is(err, core.ErrNotFound) {
+		t.Errorf("TaskByThread: %v, want ErrNotFound", err)
+	}
+}
+
+func TestEnsureTaskConcurrent(t *testing.T) {
+	s := newStore(t)
+	ref := core.ThreadRef{Platform: core.PlatformDiscord, Team: "G", Channel: "TH", Thread: "TH"}
+	ids := make(chan int64, 10)
+	creations := make(chan bool, 10)
+	for range 10 {
+		go func() {
+			task, created, err := s.EnsureTask(t.Context(), core.Task{Thread: ref})
+			if err != nil {
+				t.Error(err)
+			}
+			ids <- task.ID
+			creations <- created
+		}()
+	}
+	seen := map[int64]bool{}
+	nCreated := 0
+	for range 10 {
+		seen[<-ids] = true
+		if <-creations {
+			nCreated++
+		}
+	}
+	if len(seen) != 1 || nCreated != 1 {
+		t.Errorf("10 concurrent EnsureTask gave ids %v and %d creations; want one id, one creation", seen, nCreated)
+	}
+}
+
+func TestAddComment(t *testing.T) {
+	s := newStore(t)
+	ctx := t.Context()
+	task := newTask(t, s)
+	at := time.Date(2025, 1, 2, 3, 4, 5, 6_000_000, time.UTC)
+
+	c, err := s.AddComment(ctx, core.Comment{TaskID: task.ID, PlatformMsgID: "m1", AuthorID: "U1", AuthorName: "Ann",
+		Role: core.RoleUser, Text: "hi", Files: []string{"input/a.txt", "input/b.png"}, CreatedAt: at})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := core.Comment{ID: c.ID, TaskID: task.ID, PlatformMsgID: "m1", AuthorID: "U1", AuthorName: "Ann",
+		Role: core.RoleUser, Text: "hi", Files: []string{"input/a.txt", "input/b.png"}, CreatedAt: at}
+	if diff := cmp.Diff(want, c); diff != "" {
+		t.Errorf("AddComment (-want +got):\n%s", diff)
+	}
+
+	dup, err := s.AddComment(ctx, core.Comment{TaskID: task.ID, PlatformMsgID: "m1", Text: "again"})
+	if !errors.Is(err, core.ErrDuplicate) {
+		t.Fatalf("duplicate AddComment: %v, want ErrDuplicate", err)
+	}
+	if diff := cmp.Diff(want, dup); diff != "" {
+		t.Errorf("duplicate returns the stored comment (-want +got):\n%s", diff)
+	}
+
+	// The same message id in another task, and comments without one, are new.
+	other := newTask(t, s)
+	if _, err := s.AddComment(ctx, core.Comment{TaskID: other.ID, PlatformMsgID: "m1"}); err != nil {
+		t.Errorf("same message id in another task: %v", err)
+	}
+	for range 2 {
+		bot, err := s.AddComment(ctx, core.Comment{TaskID: task.ID, Role: core.RoleBot, Text: "answer"})
+		if err != nil {
+			t.Fatalf("comment without message id: %v", err)
+		}
+		if bot.Files == nil || len(bot.Files) != 0 || bot.CreatedAt.IsZero() {
+			t.Errorf("bot comment = %+v; want empty files and a creation time", bot)
+		}
+	}
+	cs, err := s.RecentComments(ctx, task.ID, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs) != 3 {
+		t.Errorf("task has %d comments, want 3", len(cs))
+	}
+
+	if _, err := s.AddComment(ctx, core.Comment{TaskID: 999, Text: "x"}); !errors.Is(err, core.ErrNotFound) {
+		t.Errorf("comment on a missing task: %v, want ErrNotFound", err)
+	}
+	if _, err := s.AddComment(ctx, core.Comment{TaskID: task.ID, Role: "admin"}); err == nil {
+		t.Error("comment with an unknown role succeeded")
+	}
+}
+
+func TestRecentComments(t *testing.T) {
+	s := newStore(t)
+	ctx := t.Context()
+	task := newTask(t, s)
+	other := newTask(t, s)
+	empty := newTask(t, s)
+	// Creation times run backwards so that order by time and order of
+	// arrival disagree: arrival wins.
+	base := time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)
+	var texts []string
+	for i := range 7 {
+		text := fmt.Sprintf("c%d", i)
+		texts = append(texts, text)
+		if _, err := s.AddComment(ctx, core.Comment{TaskID: task.ID, Text: text, CreatedAt: base.Add(-time.Duration(i) * time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.AddComment(ctx, core.Comment{TaskID: other.ID, Text: "other"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name   string
+		taskID int64
+		n      int
+		want   []string
+	}{
+		{"zero", task.ID, 0, nil},
+		{"negative", task.ID, -1, nil},
+		{"one", task.ID, 1, texts[6:]},
+		{"five", task.ID, 5, texts[2:]},
+		{"exactly all", task.ID, 7, texts},
+		{"more than all", task.ID, 100, texts},
+		{"task without comments", empty.ID, 5, nil},
+		{"no such task", 999, 5, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cs, err := s.RecentComments(ctx, tt.taskID, tt.n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for i, c := range cs {
+				got = append(got, c.Text)
+				if c.TaskID != tt.taskID {
+					t.Errorf("comment %d belongs to task %d", i, c.TaskID)
+				}
+				if i > 0 && c.ID <= cs[i-1].ID {
+					t.Errorf("comment %d id %d not after %d", i, c.ID, cs[i-1].ID)
+				}
+			}
+			if diff := cmp.Diff(tt.want, got, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("RecentComments(%d) (-want +got):\n%s", tt.n, diff)
+			}
+		})
+	}
+}
