@@ -87,7 +87,7 @@ type Job struct {
 	Failures         int
 	Question         string
 	WaitSeq          int64  // grows on every park; a reply resumes one wait once
-	Lessons          string // JSON array of lessons carried between movements
+	Lessons          string // JSON of what the engine carries between movements (lessons, feedback)
 	ResultSummary    string
 	Error            string
 	AbortRequestedAt time.Time // zero: no abort requested

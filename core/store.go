@@ -105,7 +105,10 @@ type JobStore interface {
 	SaveProgress(ctx context.Context, id, attempt int64, p Progress) error
 	// FinishJob ends a running attempt as f says (fenced), writing f's
 	// children, comments and outbox messages in the same transaction. It
-	// returns the updated job; a park increments WaitSeq.
+	// returns the updated job; a park increments WaitSeq. Once an abort was
+	// requested, only To == aborted or queued is accepted; any other finish
+	// fails with ErrAborted and changes nothing. Children are accepted only
+	// with To == waiting_subtasks.
 	FinishJob(ctx context.Context, id, attempt int64, f Finish) (Job, error)
 	// FailJob fails a queued or running job outside any attempt: the queue
 	// declared it dead. A terminal job is left as it is (no error).

@@ -284,6 +284,11 @@ func (s *Store) FinishJob(ctx context.Context, id, attempt int64, f core.Finish)
 		if err := core.CheckTransition(id, j.State, f.To); err != nil {
 			return err
 		}
+		// Once an abort is requested, the run may only end aborted (or be
+		// handed back to the queue): no result of an aborted run lands.
+		if !j.AbortRequestedAt.IsZero() && f.To != core.JobAborted && f.To != core.JobQueued {
+			return fmt.Errorf("job %d: %w", id, core.ErrAborted)
+		}
 		set := []string{"state = ?", "result_summary = ?", "error = ?"}
 		args := []any{string(f.To), f.ResultSummary, f.Error}
 		kind := core.EventFinished

@@ -762,3 +762,40 @@ func TestRequestAbort(t *testing.T) {
 		t.Errorf("RequestAbort on a missing job: %v, want ErrNotFound", err)
 	}
 }
+
+// TestFinishAfterAbortRequest checks that a run ending just after an abort
+// was requested cannot land its result: only aborted (or a requeue) is
+// accepted.
+func TestFinishAfterAbortRequest(t *testing.T) {
+	ctx := t.Context()
+	s := newStore(t)
+	j := newJob(t, s)
+	if _, err := s.StartJob(ctx, j.ID, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RequestAbort(ctx, j.ID, "slack:U1"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.FinishJob(ctx, j.ID, 1, core.Finish{To: core.JobSucceeded, ResultSummary: "late answer",
+		Outbox: []core.OutboxMessage{{Kind: core.OutboxPost, Payload: "late"}}})
+	if !errors.Is(err, core.ErrAborted) {
+		t.Fatalf("finish succeeded after abort: err %v, want ErrAborted", err)
+	}
+	if got := mustJob(t, s, j.ID); got.State != core.JobRunning || got.ResultSummary != "" {
+		t.Errorf("refused finish changed the job: %+v", got)
+	}
+	got, err := s.FinishJob(ctx, j.ID, 1, core.Finish{To: core.JobAborted})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != core.JobAborted || got.AbortedBy != "slack:U1" {
+		t.Errorf("job = %s by %q, want aborted by slack:U1", got.State, got.AbortedBy)
+	}
+	msgs, err := s.DueOutbox(ctx, core.PlatformSlack, time.Now().Add(time.Hour), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != 0 {
+		t.Errorf("the refused finish left %d outbox messages", len(msgs))
+	}
+}
