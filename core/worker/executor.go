@@ -34,6 +34,10 @@ type Run struct {
 	store core.JobStore
 }
 
+// NewRun returns the run of job j, whose attempt is j.Attempt, writing to
+// store. Executors make runs; engines' tests do too.
+func NewRun(j core.Job, store core.JobStore) *Run { return &Run{Job: j, store: store} }
+
 // Attempt returns the fencing token of this run.
 func (r *Run) Attempt() int64 { return r.Job.Attempt }
 
@@ -132,12 +136,7 @@ func (x *Executor) Handle(ctx context.Context, l core.Lease) Result {
 
 	switch cause := context.Cause(ctx); {
 	case errors.Is(runErr, core.ErrAborted) || errors.Is(cause, core.ErrAborted):
-		cur, jerr := x.store.Job(wctx, j.ID)
-		by := cur.AbortedBy
-		if jerr != nil || by == "" {
-			by = "someone"
-		}
-		fin = core.Finish{To: core.JobAborted, AbortedBy: by}
+		fin = core.Finish{To: core.JobAborted} // the store keeps who asked
 	case errors.Is(cause, core.ErrLeaseLost):
 		return Result{Action: Drop}
 	case errors.Is(cause, ErrShutdown):
@@ -152,6 +151,11 @@ func (x *Executor) Handle(ctx context.Context, l core.Lease) Result {
 	}
 
 	done, err := x.store.FinishJob(wctx, j.ID, j.Attempt, fin)
+	if errors.Is(err, core.ErrAborted) {
+		// The abort was requested while the run was ending: it wins.
+		fin = core.Finish{To: core.JobAborted}
+		done, err = x.store.FinishJob(wctx, j.ID, j.Attempt, fin)
+	}
 	switch {
 	case errors.Is(err, core.ErrStale):
 		log.Info("finish refused: a newer attempt owns the job")
@@ -187,7 +191,7 @@ func (x *Executor) runEngine(ctx context.Context, j core.Job) (fin core.Finish, 
 			err = fmt.Errorf("engine panicked: %v", r)
 		}
 	}()
-	return x.engine.Run(ctx, &Run{Job: j, store: x.store})
+	return x.engine.Run(ctx, NewRun(j, x.store))
 }
 
 // afterFinish dispatches what a finish set in motion: the children a parent

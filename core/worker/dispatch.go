@@ -1,0 +1,68 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/baton-bot/baton/core"
+)
+
+// Dispatch changes jobs from outside a worker — creating, resuming and
+// aborting them — writing the store first (the system of record) and then
+// telling the queue. A failure between the two is repaired by the
+// Reconciler, so no job is lost.
+type Dispatch struct {
+	Store core.JobStore
+	Queue core.Queue
+}
+
+// Create stores j as a queued job and enqueues it.
+func (d Dispatch) Create(ctx context.Context, j core.Job) (core.Job, error) {
+	j, err := d.Store.CreateJob(ctx, j)
+	if err != nil {
+		return core.Job{}, fmt.Errorf("create job: %w", err)
+	}
+	if err := d.Queue.Enqueue(ctx, j.ID); err != nil {
+		return j, fmt.Errorf("enqueue job %d: %w", j.ID, err)
+	}
+	return j, nil
+}
+
+// Resume requeues a job waiting under waitSeq. It reports false, changing
+// nothing, when the job no longer waits under waitSeq, so the same reply
+// delivered twice resumes the job once.
+func (d Dispatch) Resume(ctx context.Context, jobID, waitSeq int64) (bool, error) {
+	ok, err := d.Store.ResumeJob(ctx, jobID, waitSeq)
+	if err != nil || !ok {
+		return false, err
+	}
+	if _, err := d.Queue.Resume(ctx, jobID, waitSeq); err != nil {
+		return true, fmt.Errorf("resume job %d in the queue: %w", jobID, err)
+	}
+	return true, nil
+}
+
+// Abort requests that job jobID stop, on behalf of by, together with its
+// active subtask jobs. A queued or waiting job is aborted at once; a running
+// one is stopped by its worker within the queue's abort latency.
+func (d Dispatch) Abort(ctx context.Context, jobID int64, by string) (core.Job, error) {
+	j, err := d.Store.RequestAbort(ctx, jobID, by)
+	if err != nil {
+		return core.Job{}, fmt.Errorf("abort job %d: %w", jobID, err)
+	}
+	if err := d.Queue.Abort(ctx, jobID); err != nil {
+		return j, fmt.Errorf("abort job %d in the queue: %w", jobID, err)
+	}
+	children, err := d.Store.Jobs(ctx, core.JobFilter{ParentJobID: jobID})
+	if err != nil {
+		return j, fmt.Errorf("list subtasks of job %d: %w", jobID, err)
+	}
+	for _, c := range children {
+		if c.State.Active() {
+			if _, err := d.Abort(ctx, c.ID, by); err != nil {
+				return j, err
+			}
+		}
+	}
+	return j, nil
+}
