@@ -30,7 +30,8 @@ type Redis struct {
 	leaseMS int64
 	ttlSec  int64
 
-	closed atomic.Bool
+	closed  atomic.Bool
+	waiting atomic.Int64 // Claims of this queue blocked on the doorbell
 	// life ends at Close, waking Claims blocked on the doorbell early.
 	life context.Context
 	kill context.CancelFunc
@@ -164,6 +165,8 @@ func (r *Redis) ring(ctx context.Context, d time.Duration) error {
 	if r.life.Err() != nil {
 		return core.ErrClosed
 	}
+	r.waiting.Add(1)
+	defer r.waiting.Add(-1)
 	var err error
 	if d >= time.Second {
 		// The typed command extends the read deadline past the block time;
@@ -180,15 +183,15 @@ func (r *Redis) ring(ctx context.Context, d time.Duration) error {
 	if err != nil {
 		return fmt.Errorf("claim: wait for a job: %w", err)
 	}
-	if ctx.Err() != nil || r.life.Err() != nil {
+	if r.life.Err() != nil {
+		return core.ErrClosed
+	}
+	if ctx.Err() != nil {
 		if got {
 			// The token was meant for a claimer that will claim: pass it on.
 			r.pass()
 		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return core.ErrClosed
+		return ctx.Err()
 	}
 	return nil
 }
@@ -504,10 +507,23 @@ func (r *Redis) Ping(ctx context.Context) error {
 }
 
 // Close stops the queue: Claims waiting for a job and WatchAborts return
-// (within a couple of seconds), and later calls fail with core.ErrClosed.
+// (at once, or within a couple of seconds should another process take the
+// wake-ups Close rings), and later calls fail with core.ErrClosed.
 // It does not close the Redis client, which the caller owns.
 func (r *Redis) Close() error {
-	r.closed.Store(true)
+	if r.closed.Swap(true) {
+		return nil
+	}
 	r.kill()
+	// Wake this queue's blocked Claims now rather than at their next check.
+	if n := r.waiting.Load(); n > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		tokens := make([]any, min(n, 64))
+		for i := range tokens {
+			tokens[i] = "1"
+		}
+		_ = r.client.LPush(ctx, r.signal, tokens...).Err()
+	}
 	return nil
 }

@@ -42,7 +42,7 @@ func unavailable(t testing.TB, why string) {
 	if os.Getenv("BATON_REQUIRE_REDIS") == "1" {
 		t.Fatalf("redis required (BATON_REQUIRE_REDIS=1) but %s", why)
 	}
-	t.Skipf("skipping: %s (set REDIS_URL or put redis-server on PATH)", why)
+	t.Skipf("skipping: %s", why)
 }
 
 // Start starts a redis-server from PATH for t and stops it when t ends.
@@ -50,7 +50,7 @@ func Start(t testing.TB) *Server {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
-		unavailable(t, "redis-server is not on PATH")
+		unavailable(t, "redis-server is not on PATH (this test starts its own Redis)")
 	}
 	s := &Server{bin: bin, dir: t.TempDir(), port: freePort(t)}
 	t.Cleanup(s.Stop)
