@@ -103,8 +103,9 @@ func (r *Redis) Enqueue(ctx context.Context, jobID int64) error {
 	return nil
 }
 
-// Claim implements core.Queue. While no job is ready it blocks on the
-// doorbell, holding one connection of the client's pool.
+// Claim implements core.Queue; a wait of zero or less looks once. While no
+// job is ready it blocks on the doorbell, holding one connection of the
+// client's pool.
 func (r *Redis) Claim(ctx context.Context, wait time.Duration) (core.Lease, error) {
 	if err := r.check(); err != nil {
 		return core.Lease{}, err
@@ -125,7 +126,7 @@ func (r *Redis) Claim(ctx context.Context, wait time.Duration) (core.Lease, erro
 			// that the server's clock has passed its due time).
 			block = min(block, next+time.Millisecond)
 		}
-		if err := r.ring(ctx, block); err != nil {
+		if err := r.await(ctx, block); err != nil {
 			return core.Lease{}, err
 		}
 	}
@@ -156,9 +157,9 @@ func (r *Redis) claimOnce(ctx context.Context) (core.Lease, time.Duration, error
 	}, 0, nil
 }
 
-// ring waits up to d for a doorbell token. Returning without a token (the
+// await waits up to d for a doorbell token. Returning without a token (the
 // wait ended) is not an error: the caller tries to claim again.
-func (r *Redis) ring(ctx context.Context, d time.Duration) error {
+func (r *Redis) await(ctx context.Context, d time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -393,6 +394,11 @@ func (r *Redis) watchErr(ctx context.Context, err error) error {
 // Reap implements core.Queue. maxFailures < 1 means no limit: expired jobs
 // always go to retry. Each job's retry delay is Options.Backoff of its
 // failures counted so far, this one included.
+//
+// Backoff runs in Go, so a reap takes two scripts per batch: the first
+// lists the expired leases, the second moves those still expired under the
+// same attempt (a heartbeat or another reaper may have come between).
+// Reapers in several processes may run at once: each lease moves once.
 func (r *Redis) Reap(ctx context.Context, maxFailures int) ([]core.Lease, error) {
 	if err := r.check(); err != nil {
 		return nil, err
