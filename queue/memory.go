@@ -387,8 +387,8 @@ func (m *Memory) AbortRequested(ctx context.Context, ids []int64) ([]int64, erro
 	return out, nil
 }
 
-// WatchAborts implements core.Queue. fn runs on the calling goroutine; a
-// watcher that falls more than 64 aborts behind misses some.
+// WatchAborts implements core.Queue. fn runs on the goroutine that called
+// WatchAborts; a watcher that falls more than 64 aborts behind misses some.
 func (m *Memory) WatchAborts(ctx context.Context, fn func(jobID int64)) error {
 	ch := make(chan int64, 64)
 	m.mu.Lock()
@@ -480,11 +480,15 @@ func (m *Memory) Reconcile(ctx context.Context, items []core.ReconcileItem) (int
 			j = &memJob{}
 			m.jobs[it.JobID] = j
 		}
-		j.attempt = max(j.attempt, it.Attempt)
 		switch j.pos {
-		case posPending, posActive, posRetry:
+		case posActive:
+			// A lease is out: raising its attempt would fence off its worker.
+			continue
+		case posPending, posRetry:
+			j.attempt = max(j.attempt, it.Attempt)
 			continue
 		}
+		j.attempt = max(j.attempt, it.Attempt)
 		m.ready(it.JobID, j, false)
 		n++
 	}

@@ -98,13 +98,14 @@ func (r *Redis) Enqueue(ctx context.Context, jobID int64) error {
 	}
 	err := enqueueScript.Run(ctx, r.client, []string{r.jobKey(jobID), r.pending, r.signal}, jobID).Err()
 	if err != nil {
-		return fmt.Errorf("enqueue job %d: %w", jobID, err)
+		return fmt.Errorf("enqueue job %d: %w", jobID, translate(err))
 	}
 	return nil
 }
 
-// Claim implements core.Queue. While no job is ready it blocks on the
-// doorbell, holding one connection of the client's pool.
+// Claim implements core.Queue; a wait of zero or less looks once. While no
+// job is ready it blocks on the doorbell, holding one connection of the
+// client's pool.
 func (r *Redis) Claim(ctx context.Context, wait time.Duration) (core.Lease, error) {
 	if err := r.check(); err != nil {
 		return core.Lease{}, err
@@ -125,7 +126,7 @@ func (r *Redis) Claim(ctx context.Context, wait time.Duration) (core.Lease, erro
 			// that the server's clock has passed its due time).
 			block = min(block, next+time.Millisecond)
 		}
-		if err := r.ring(ctx, block); err != nil {
+		if err := r.await(ctx, block); err != nil {
 			return core.Lease{}, err
 		}
 	}
@@ -137,7 +138,7 @@ func (r *Redis) claimOnce(ctx context.Context) (core.Lease, time.Duration, error
 	v, err := claimScript.Run(ctx, r.client, []string{r.pending, r.active, r.retry},
 		r.jobPrefix, r.leaseMS, r.ttlSec).Int64Slice()
 	if err != nil {
-		return core.Lease{}, 0, fmt.Errorf("claim: %w", err)
+		return core.Lease{}, 0, fmt.Errorf("claim: %w", translate(err))
 	}
 	if len(v) == 2 && v[0] == 0 {
 		if v[1] < 0 {
@@ -156,9 +157,9 @@ func (r *Redis) claimOnce(ctx context.Context) (core.Lease, time.Duration, error
 	}, 0, nil
 }
 
-// ring waits up to d for a doorbell token. Returning without a token (the
+// await waits up to d for a doorbell token. Returning without a token (the
 // wait ended) is not an error: the caller tries to claim again.
-func (r *Redis) ring(ctx context.Context, d time.Duration) error {
+func (r *Redis) await(ctx context.Context, d time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -181,7 +182,7 @@ func (r *Redis) ring(ctx context.Context, d time.Duration) error {
 		err = nil
 	}
 	if err != nil {
-		return fmt.Errorf("claim: wait for a job: %w", err)
+		return fmt.Errorf("claim: wait for a job: %w", translate(err))
 	}
 	if r.life.Err() != nil {
 		return core.ErrClosed
@@ -220,7 +221,7 @@ func (r *Redis) Heartbeat(ctx context.Context, leases []core.Lease) ([]core.Leas
 	}
 	v, err := heartbeatScript.Run(ctx, r.client, []string{r.active}, args...).Int64Slice()
 	if err != nil {
-		return nil, fmt.Errorf("heartbeat %d leases: %w", len(leases), err)
+		return nil, fmt.Errorf("heartbeat %d leases: %w", len(leases), translate(err))
 	}
 	if len(v) != len(leases) {
 		return nil, fmt.Errorf("heartbeat: %d answers for %d leases", len(v), len(leases))
@@ -248,7 +249,7 @@ func (r *Redis) Ack(ctx context.Context, l core.Lease) error {
 	err := ackScript.Run(ctx, r.client, []string{r.jobKey(l.JobID), r.active, r.retry},
 		l.JobID, l.Attempt, r.ttlSec).Err()
 	if err != nil {
-		return fmt.Errorf("ack job %d attempt %d: %w", l.JobID, l.Attempt, err)
+		return fmt.Errorf("ack job %d attempt %d: %w", l.JobID, l.Attempt, translate(err))
 	}
 	return nil
 }
@@ -262,7 +263,7 @@ func (r *Redis) Nack(ctx context.Context, l core.Lease, delay time.Duration) err
 	err := nackScript.Run(ctx, r.client, []string{r.jobKey(l.JobID), r.active, r.retry, r.pending, r.signal},
 		l.JobID, l.Attempt, delay.Milliseconds()).Err()
 	if err != nil {
-		return fmt.Errorf("nack job %d attempt %d: %w", l.JobID, l.Attempt, err)
+		return fmt.Errorf("nack job %d attempt %d: %w", l.JobID, l.Attempt, translate(err))
 	}
 	return nil
 }
@@ -275,7 +276,7 @@ func (r *Redis) Requeue(ctx context.Context, l core.Lease) error {
 	err := requeueScript.Run(ctx, r.client, []string{r.jobKey(l.JobID), r.active, r.pending, r.signal},
 		l.JobID, l.Attempt).Err()
 	if err != nil {
-		return fmt.Errorf("requeue job %d attempt %d: %w", l.JobID, l.Attempt, err)
+		return fmt.Errorf("requeue job %d attempt %d: %w", l.JobID, l.Attempt, translate(err))
 	}
 	return nil
 }
@@ -289,7 +290,7 @@ func (r *Redis) Park(ctx context.Context, l core.Lease, waitSeq int64) error {
 	err := parkScript.Run(ctx, r.client, []string{r.jobKey(l.JobID), r.active, r.retry, r.parked},
 		l.JobID, l.Attempt, waitSeq).Err()
 	if err != nil {
-		return fmt.Errorf("park job %d attempt %d: %w", l.JobID, l.Attempt, err)
+		return fmt.Errorf("park job %d attempt %d: %w", l.JobID, l.Attempt, translate(err))
 	}
 	return nil
 }
@@ -302,7 +303,7 @@ func (r *Redis) Resume(ctx context.Context, jobID, waitSeq int64) (bool, error) 
 	n, err := resumeScript.Run(ctx, r.client, []string{r.jobKey(jobID), r.parked, r.pending, r.signal},
 		jobID, waitSeq).Int64()
 	if err != nil {
-		return false, fmt.Errorf("resume job %d wait %d: %w", jobID, waitSeq, err)
+		return false, fmt.Errorf("resume job %d wait %d: %w", jobID, waitSeq, translate(err))
 	}
 	return n == 1, nil
 }
@@ -316,7 +317,7 @@ func (r *Redis) Abort(ctx context.Context, jobID int64) error {
 	err := abortScript.Run(ctx, r.client, []string{r.jobKey(jobID), r.pending, r.retry, r.parked},
 		jobID, r.ttlSec, r.aborts).Err()
 	if err != nil {
-		return fmt.Errorf("abort job %d: %w", jobID, err)
+		return fmt.Errorf("abort job %d: %w", jobID, translate(err))
 	}
 	return nil
 }
@@ -337,7 +338,7 @@ func (r *Redis) AbortRequested(ctx context.Context, ids []int64) ([]int64, error
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return nil, fmt.Errorf("read abort flags of %d jobs: %w", len(ids), err)
+		return nil, fmt.Errorf("read abort flags of %d jobs: %w", len(ids), translate(err))
 	}
 	var out []int64
 	for i, c := range cmds {
@@ -349,7 +350,7 @@ func (r *Redis) AbortRequested(ctx context.Context, ids []int64) ([]int64, error
 }
 
 // WatchAborts implements core.Queue. It subscribes to the aborts channel
-// and calls fn, on its own goroutine, for each message. When the
+// and calls fn for each message, on the goroutine that called WatchAborts. When the
 // subscription's connection drops it returns the error: the caller
 // subscribes again (and polls AbortRequested for what it missed).
 func (r *Redis) WatchAborts(ctx context.Context, fn func(jobID int64)) error {
@@ -387,12 +388,17 @@ func (r *Redis) watchErr(ctx context.Context, err error) error {
 	if r.life.Err() != nil {
 		return core.ErrClosed
 	}
-	return fmt.Errorf("watch aborts: %w", err)
+	return fmt.Errorf("watch aborts: %w", translate(err))
 }
 
 // Reap implements core.Queue. maxFailures < 1 means no limit: expired jobs
 // always go to retry. Each job's retry delay is Options.Backoff of its
 // failures counted so far, this one included.
+//
+// Backoff runs in Go, so a reap takes two scripts per batch: the first
+// lists the expired leases, the second moves those still expired under the
+// same attempt (a heartbeat or another reaper may have come between).
+// Reapers in several processes may run at once: each lease moves once.
 func (r *Redis) Reap(ctx context.Context, maxFailures int) ([]core.Lease, error) {
 	if err := r.check(); err != nil {
 		return nil, err
@@ -402,7 +408,7 @@ func (r *Redis) Reap(ctx context.Context, maxFailures int) ([]core.Lease, error)
 		v, err := expiredScript.Run(ctx, r.client, []string{r.active, r.dead},
 			r.jobPrefix, reapBatch, r.ttlSec).Int64Slice()
 		if err != nil {
-			return dead, fmt.Errorf("reap: list expired leases: %w", err)
+			return dead, fmt.Errorf("reap: list expired leases: %w", translate(err))
 		}
 		if len(v) == 0 {
 			return dead, nil
@@ -415,7 +421,7 @@ func (r *Redis) Reap(ctx context.Context, maxFailures int) ([]core.Lease, error)
 		}
 		d, err := reapScript.Run(ctx, r.client, []string{r.active, r.retry, r.dead, r.signal}, args...).Int64Slice()
 		if err != nil {
-			return dead, fmt.Errorf("reap: %w", err)
+			return dead, fmt.Errorf("reap: %w", translate(err))
 		}
 		for i := 0; i+3 < len(d); i += 4 {
 			l := core.Lease{JobID: d[i], Attempt: d[i+1], Failures: int(d[i+2]), Deadline: time.UnixMilli(d[i+3])}
@@ -443,7 +449,7 @@ func (r *Redis) Reconcile(ctx context.Context, items []core.ReconcileItem) (int,
 		}
 		n, err := reconcileScript.Run(ctx, r.client, keys, args...).Int()
 		if err != nil {
-			return fmt.Errorf("reconcile: %w", err)
+			return fmt.Errorf("reconcile: %w", translate(err))
 		}
 		total += n
 		args = args[:1]
@@ -484,7 +490,7 @@ func (r *Redis) Stats(ctx context.Context) (core.QueueStats, error) {
 		return nil
 	})
 	if err != nil {
-		return core.QueueStats{}, fmt.Errorf("queue stats: %w", err)
+		return core.QueueStats{}, fmt.Errorf("queue stats: %w", translate(err))
 	}
 	return core.QueueStats{
 		Pending: pending.Val(),
@@ -501,7 +507,7 @@ func (r *Redis) Ping(ctx context.Context) error {
 		return err
 	}
 	if err := r.client.Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("ping redis: %w", err)
+		return fmt.Errorf("ping redis: %w", translate(err))
 	}
 	return nil
 }
@@ -526,4 +532,16 @@ func (r *Redis) Close() error {
 		_ = r.client.LPush(ctx, r.signal, tokens...).Err()
 	}
 	return nil
+}
+
+// translate turns go-redis sentinels into core's, so that callers need not
+// know the driver.
+func translate(err error) error {
+	switch {
+	case errors.Is(err, redis.ErrClosed):
+		return core.ErrClosed
+	case errors.Is(err, redis.Nil):
+		return core.ErrNotFound
+	}
+	return err
 }

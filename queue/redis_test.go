@@ -246,3 +246,17 @@ func eventually(t *testing.T, what string, cond func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+func TestRedisClosedClient(t *testing.T) {
+	client, prefix := redistest.Client(t)
+	q, err := queue.NewRedis(client, queue.Options{Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := client.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Enqueue(t.Context(), 1); !errors.Is(err, core.ErrClosed) {
+		t.Errorf("Enqueue on a closed client: %v, want core.ErrClosed", err)
+	}
+}

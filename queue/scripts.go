@@ -320,7 +320,9 @@ for i = 2, #ARGV, 2 do
     or (st == 'active' and redis.call('ZSCORE', KEYS[2], id))
     or (st == 'retry' and redis.call('ZSCORE', KEYS[3], id))
   if healthy then
-    if attempt < floor then
+    -- A running lease keeps its attempt: raising it would fence off its
+    -- worker.
+    if st ~= 'active' and attempt < floor then
       redis.call('HSET', key, 'attempt', floor)
     end
   else
