@@ -56,6 +56,7 @@ type memJob struct {
 	failures int
 	abort    bool
 	wseq     int64
+	rwseq    int64     // a resume that arrived before the park it resumes
 	deadline time.Time // lease expiry while active
 	// gen grows whenever the job enters pending or retry; index entries
 	// carrying an older gen are stale and skipped.
@@ -319,6 +320,10 @@ func (m *Memory) Park(ctx context.Context, l core.Lease, waitSeq int64) error {
 	}
 	if j := m.current(l, posActive, posRetry); j != nil {
 		j.wseq = waitSeq
+		if j.rwseq >= waitSeq { // resumed while it was still running
+			m.ready(l.JobID, j, false)
+			return nil
+		}
 		m.move(l.JobID, j, posParked)
 	}
 	return nil
@@ -332,7 +337,18 @@ func (m *Memory) Resume(ctx context.Context, jobID, waitSeq int64) (bool, error)
 		return false, core.ErrClosed
 	}
 	j := m.jobs[jobID]
-	if j == nil || j.pos != posParked || j.wseq != waitSeq {
+	if j == nil {
+		return false, nil
+	}
+	if j.pos == posActive || j.pos == posRetry {
+		// Still running: its coming park applies the resume.
+		if j.rwseq >= waitSeq {
+			return false, nil
+		}
+		j.rwseq = waitSeq
+		return true, nil
+	}
+	if j.pos != posParked || j.wseq != waitSeq {
 		return false, nil
 	}
 	m.ready(jobID, j, false)

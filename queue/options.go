@@ -2,8 +2,9 @@ package queue
 
 import (
 	"log/slog"
-	"math/rand/v2"
 	"time"
+
+	"github.com/baton-bot/baton/core"
 )
 
 // Options configures a queue. The zero value is usable: every zero field
@@ -20,7 +21,7 @@ type Options struct {
 	// again, given its failures counted so far (1 for the first); default
 	// DefaultBackoff. It must be safe for concurrent use.
 	Backoff func(failures int) time.Duration
-	// Logger receives the queue's logs; default slog.Default().
+	// Logger receives the queue's logs; default: discarded.
 	Logger *slog.Logger
 	// Now is the clock of Memory's leases and retries; default time.Now.
 	// Redis uses the Redis server's clock and ignores it.
@@ -51,7 +52,7 @@ func (o Options) withDefaults() Options {
 		o.Backoff = DefaultBackoff
 	}
 	if o.Logger == nil {
-		o.Logger = slog.Default()
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -59,19 +60,6 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// DefaultBackoff returns a random delay in [0, min(10m, 15s·2^(failures-1))):
-// full jitter, so that jobs that failed together do not come back together.
-func DefaultBackoff(failures int) time.Duration {
-	const (
-		base    = 15 * time.Second
-		ceiling = 10 * time.Minute
-	)
-	if failures < 1 {
-		failures = 1
-	}
-	limit := ceiling
-	if failures <= 6 { // 15s·2^6 = 16m is already past the ceiling
-		limit = min(ceiling, base<<(failures-1))
-	}
-	return rand.N(limit)
-}
+// DefaultBackoff is core.RetryBackoff: a random delay in
+// [0, min(10m, 15s·2^(failures-1))).
+func DefaultBackoff(failures int) time.Duration { return core.RetryBackoff(failures) }

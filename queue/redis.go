@@ -287,7 +287,7 @@ func (r *Redis) Park(ctx context.Context, l core.Lease, waitSeq int64) error {
 	if err := r.check(); err != nil {
 		return err
 	}
-	err := parkScript.Run(ctx, r.client, []string{r.jobKey(l.JobID), r.active, r.retry, r.parked},
+	err := parkScript.Run(ctx, r.client, []string{r.jobKey(l.JobID), r.active, r.retry, r.parked, r.pending, r.signal},
 		l.JobID, l.Attempt, waitSeq).Err()
 	if err != nil {
 		return fmt.Errorf("park job %d attempt %d: %w", l.JobID, l.Attempt, translate(err))
@@ -305,7 +305,7 @@ func (r *Redis) Resume(ctx context.Context, jobID, waitSeq int64) (bool, error) 
 	if err != nil {
 		return false, fmt.Errorf("resume job %d wait %d: %w", jobID, waitSeq, translate(err))
 	}
-	return n == 1, nil
+	return n == 1 || n == 2, nil
 }
 
 // Abort implements core.Queue. A job the queue does not know is remembered

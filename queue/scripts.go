@@ -164,11 +164,14 @@ return 1
 var parkScript = redis.NewScript(`
 -- park: release the lease of a job that waits under a wait sequence. Like
 -- ack, it also settles a job whose lease expired but that no newer attempt
--- claimed.
--- KEYS[1] job hash, KEYS[2] active, KEYS[3] retry, KEYS[4] parked
+-- claimed. When a resume for this wait (or a later one) arrived while the
+-- job was still running, the job is made ready at once instead.
+-- KEYS[1] job hash, KEYS[2] active, KEYS[3] retry, KEYS[4] parked,
+-- KEYS[5] pending, KEYS[6] signal
 -- ARGV[1] job id, ARGV[2] attempt, ARGV[3] wait sequence
--- Returns 1 when parked, 0 when the attempt is stale.
-local h = redis.call('HMGET', KEYS[1], 'state', 'attempt')
+-- Returns 1 when parked, 2 when made ready at once, 0 when the attempt is
+-- stale.
+local h = redis.call('HMGET', KEYS[1], 'state', 'attempt', 'rwseq')
 if tonumber(h[2]) ~= tonumber(ARGV[2]) then
   return 0
 end
@@ -179,17 +182,35 @@ elseif h[1] == 'retry' then
 else
   return 0
 end
+if h[3] and tonumber(h[3]) >= tonumber(ARGV[3]) then
+  redis.call('HSET', KEYS[1], 'state', 'pending', 'wseq', ARGV[3])
+  redis.call('LPUSH', KEYS[5], ARGV[1])
+  if redis.call('LPUSH', KEYS[6], '1') > 64 then
+    redis.call('LTRIM', KEYS[6], 0, 63)
+  end
+  return 2
+end
 redis.call('HSET', KEYS[1], 'state', 'parked', 'wseq', ARGV[3])
 redis.call('SADD', KEYS[4], ARGV[1])
 return 1
 `)
 
 var resumeScript = redis.NewScript(`
--- resume: make a job parked under a wait sequence ready again, once.
+-- resume: make a job parked under a wait sequence ready again, once. A job
+-- still running (its worker has recorded the wait in the store but not yet
+-- parked it here) keeps the resume for its park to apply.
 -- KEYS[1] job hash, KEYS[2] parked, KEYS[3] pending, KEYS[4] signal
 -- ARGV[1] job id, ARGV[2] wait sequence
--- Returns 1 when resumed, 0 when the job is not parked under it.
-local h = redis.call('HMGET', KEYS[1], 'state', 'wseq')
+-- Returns 1 when resumed, 2 when kept for the coming park, 0 when the job
+-- is not waiting under it.
+local h = redis.call('HMGET', KEYS[1], 'state', 'wseq', 'rwseq')
+if h[1] == 'active' or h[1] == 'retry' then
+  if h[3] and tonumber(h[3]) >= tonumber(ARGV[2]) then
+    return 0
+  end
+  redis.call('HSET', KEYS[1], 'rwseq', ARGV[2])
+  return 2
+end
 if h[1] ~= 'parked' or tonumber(h[2]) ~= tonumber(ARGV[2]) then
   return 0
 end

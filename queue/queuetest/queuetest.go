@@ -40,6 +40,7 @@ func Run(t *testing.T, newQueue func(t *testing.T, opts queue.Options) core.Queu
 		{name: "nack delays the job", test: testNackDelay},
 		{name: "requeue goes to the head without a failure", test: testRequeue},
 		{name: "park then resume once", test: testParkResume},
+		{name: "resume before park", test: testResumeBeforePark},
 		{name: "abort pending job", test: testAbortPending},
 		{name: "abort job in retry", test: testAbortRetry},
 		{name: "abort parked job", test: testAbortParked},
@@ -315,6 +316,34 @@ func testParkResume(t *testing.T, q core.Queue) {
 	}
 	noJob(t, q)
 	wantStats(t, q, core.QueueStats{Active: 1})
+}
+
+// testResumeBeforePark covers a reply that arrives after the worker recorded
+// its question in the store but before it parked the job in the queue: the
+// park must make the job ready at once, not strand it.
+func testResumeBeforePark(t *testing.T, q core.Queue) {
+	ctx := t.Context()
+	enqueue(t, q, 1)
+	l := claim(t, q)
+	ok, err := q.Resume(ctx, 1, 1)
+	must(t, "Resume", err)
+	if !ok {
+		t.Error("Resume of a running job about to park = false, want true")
+	}
+	ok, err = q.Resume(ctx, 1, 1)
+	must(t, "Resume", err)
+	if ok {
+		t.Error("second Resume before the park = true, want false")
+	}
+	must(t, "Park", q.Park(ctx, l, 1))
+	l = claimID(t, q, 1)
+	if l.Attempt != 2 {
+		t.Errorf("after park: attempt %d, want 2", l.Attempt)
+	}
+	// A later wait parks normally.
+	must(t, "Park", q.Park(ctx, l, 2))
+	wantStats(t, q, core.QueueStats{Parked: 1})
+	noJob(t, q)
 }
 
 func abortRequested(t *testing.T, q core.Queue, ids ...int64) []int64 {
