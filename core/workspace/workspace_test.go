@@ -41,7 +41,6 @@ func newTree(tb testing.TB) (*Workspace, string) {
 	return ws, outside
 }
 
-
 func must(tb testing.TB, err error) {
 	tb.Helper()
 	if err != nil {
