@@ -9,6 +9,8 @@ package tokens
 import (
 	"strings"
 	"sync"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/tiktoken-go/tokenizer"
 )
@@ -95,7 +97,40 @@ func (b *BPE) Encoding() string { return b.codec.GetName() }
 // Count returns the number of tokens in s. Special-token text such as
 // "<|endoftext|>" is counted as ordinary text. Should the tokenizer fail, it
 // returns len(s), an upper bound (every token is at least one byte).
+//
+// Whitespace runs longer than maxSpaceRun bytes are counted in pieces: the
+// tokenizer's pre-split pattern backtracks over whitespace in quadratic
+// time (20 kB of " \n" takes about a second), and command output can be
+// megabytes of it. The count may then differ from the exact one by about a
+// token per piece.
 func (b *BPE) Count(s string) int {
+	n := 0
+	start := 0
+	run := 0 // length of the whitespace run ending at i
+	for i := 0; i < len(s); {
+		r, size := rune(s[i]), 1
+		if r >= utf8.RuneSelf {
+			r, size = utf8.DecodeRuneInString(s[i:])
+		}
+		if !unicode.IsSpace(r) {
+			run = 0
+			i += size
+			continue
+		}
+		run += size
+		i += size
+		if run >= maxSpaceRun {
+			n += b.count(s[start:i])
+			start, run = i, 0
+		}
+	}
+	return n + b.count(s[start:])
+}
+
+// maxSpaceRun bounds the whitespace the tokenizer sees at once.
+const maxSpaceRun = 64
+
+func (b *BPE) count(s string) int {
 	if s == "" {
 		return 0
 	}

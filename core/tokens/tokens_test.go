@@ -98,3 +98,30 @@ func TestOffline(t *testing.T) {
 		}
 	}
 }
+
+// TestCountLongWhitespace checks that long whitespace runs, counted in
+// pieces to avoid the tokenizer's quadratic backtracking, count close to
+// the exact figure (a little over, never much under).
+func TestCountLongWhitespace(t *testing.T) {
+	c := Default()
+	for _, s := range []string{
+		strings.Repeat(" \n", 1000),
+		strings.Repeat(" ", 3000) + "x",
+		"a" + strings.Repeat("\t \n", 700) + "b",
+	} {
+		exact, err := c.codec.Count(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := c.Count(s)
+		// At most about one extra token per piece, and never much fewer.
+		if got < exact-exact/20-2 || got > exact+len(s)/maxSpaceRun+2 {
+			t.Errorf("Count = %d, exact %d", got, exact)
+		}
+	}
+	// A megabyte of blank lines is counted (in well under the time the
+	// unsplit tokenizer would take: minutes).
+	if n := c.Count(strings.Repeat(" \n", 500000)); n < 10000 {
+		t.Errorf("Count(1 MB of blank lines) = %d", n)
+	}
+}
