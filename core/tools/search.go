@@ -342,4 +342,3 @@ func clip(s string) string {
 	}
 	return displayable(s[:n]) + "…"
 }
-

@@ -10,9 +10,9 @@ import (
 
 func TestBudget(t *testing.T) {
 	tests := []struct {
-		name                       string
+		name                     string
 		window, cur, out, maxRes int
-		want                       int
+		want                     int
 	}{
 		{"half of available", 100000, 20000, 4000, 60000, 38000},
 		{"capped", 400000, 0, 0, 60000, 60000},
