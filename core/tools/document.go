@@ -121,7 +121,7 @@ func (t ReadDocument) read(env *Env, rel string) (Result, error) {
 			return fmt.Sprintf("\n[ReadDocument cut to fit the token budget after %d of %d characters; convert the document with Bash and use Read/Grep on the result]",
 				n, len(text))
 		}
-		return fmt.Sprintf("\n[ReadDocument cut to fit the token budget. The whole text is in %s: Read it with offset=%d to read on, or Grep it.]", kept, line)
+		return fmt.Sprintf("\n[ReadDocument cut to fit the token budget. The whole text is kept in %s: Read on with offset=%d there, or Grep it.]", kept, line)
 	})
 	return Result{Text: out}, nil
 }

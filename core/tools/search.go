@@ -81,7 +81,7 @@ func glob(ctx context.Context, env *Env, pattern string) ([]string, int, error) 
 		return nil, 0, errors.New("pattern is required")
 	}
 	if strings.HasPrefix(pattern, "/") {
-		return nil, 0, errors.New("the pattern must be relative to the workspace, e.g. input/**/*.txt")
+		return nil, 0, errors.New("absolute patterns point outside the workspace; use a pattern relative to it, e.g. input/**/*.txt")
 	}
 	pattern = path.Clean(pattern)
 	if !doublestar.ValidatePattern(pattern) {
