@@ -156,4 +156,3 @@ func TestReadDocumentCut(t *testing.T) {
 		t.Errorf("continuing repeats the last shown line %q: %q", lastShown, more)
 	}
 }
-
