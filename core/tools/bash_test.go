@@ -1,0 +1,299 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// newBash builds the Bash tool for a sandbox mode; "bwrap" skips when
+// bubblewrap does not work here unless BATON_REQUIRE_BWRAP=1.
+func newBash(tb testing.TB, sandbox string) *Bash {
+	tb.Helper()
+	b, err := NewBash(BashConfig{Sandbox: sandbox, Timeout: 30 * time.Second})
+	if err != nil {
+		if sandbox == SandboxBwrap && os.Getenv("BATON_REQUIRE_BWRAP") != "1" {
+			tb.Skipf("bubblewrap does not work here (set BATON_REQUIRE_BWRAP=1 to fail instead): %v", err)
+		}
+		tb.Fatal(err)
+	}
+	return b
+}
+
+// modes lists the sandbox modes to run a behaviour under.
+func modes(t *testing.T, f func(t *testing.T, b *Bash)) {
+	t.Run("none", func(t *testing.T) { f(t, newBash(t, SandboxNone)) })
+	t.Run("bwrap", func(t *testing.T) { f(t, newBash(t, SandboxBwrap)) })
+}
+
+func TestBashBasics(t *testing.T) {
+	modes(t, func(t *testing.T, b *Bash) {
+		env := newEnv(t)
+		put(t, env, "input/data.txt", []byte("hello\n"))
+		got := ok(t, call(t, b, env, obj{"command": "cat input/data.txt; echo to-stderr >&2; pwd; echo $HOME; exit 3"}))
+		root := env.WS.Root()
+		want := "hello\nto-stderr\n" + root + "\n" + root + "\n[exit code 3]"
+		if got != want {
+			t.Errorf("got %q, want %q", got, want)
+		}
+		ok(t, call(t, b, env, obj{"command": "mkdir -p output && echo done > output/r.txt"}))
+		if data, err := os.ReadFile(filepath.Join(root, "output/r.txt")); err != nil || string(data) != "done\n" {
+			t.Errorf("workspace write: %q %v", data, err)
+		}
+		failed(t, call(t, b, env, obj{"command": "  "}))
+	})
+}
+
+func TestBashScrubbedEnv(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "secret-value-123")
+	t.Setenv("SLACK_BOT_TOKEN", "xoxb-secret")
+	modes(t, func(t *testing.T, b *Bash) {
+		env := newEnv(t)
+		got := ok(t, call(t, b, env, obj{"command": "env"}))
+		if strings.Contains(got, "secret") || strings.Contains(got, "OPENAI") {
+			t.Errorf("environment leaks: %q", got)
+		}
+		names := regexp.MustCompile(`(?m)^([A-Z_]+)=`).FindAllStringSubmatch(got, -1)
+		for _, m := range names {
+			switch m[1] {
+			case "PATH", "HOME", "LANG", "TMPDIR", "PWD", "SHLVL", "_":
+			default:
+				t.Errorf("unexpected variable %s", m[1])
+			}
+		}
+	})
+}
+
+// TestBashHugeOutput prints 1 GB: the result and the kept copy are capped,
+// memory stays bounded and the next call works.
+func TestBashHugeOutput(t *testing.T) {
+	if testing.Short() {
+		t.Skip("prints 1 GB")
+	}
+	b := newBash(t, SandboxNone)
+	env := newEnv(t)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	res := call(t, b, env, obj{"command": "yes | head -c 1000000000; echo; echo THE-END", "timeout_s": 300})
+	runtime.ReadMemStats(&after)
+	got := ok(t, res)
+	if n := env.Tokens.Count(got); n > env.Budget {
+		t.Fatalf("result %d tokens, budget %d", n, env.Budget)
+	}
+	if !strings.HasPrefix(got, "y\ny\n") || !strings.Contains(got, "THE-END\n[exit code 0]") {
+		t.Errorf("want head, tail and exit code: %q … %q", got[:20], got[len(got)-60:])
+	}
+	m := regexp.MustCompile(`kept at (logs/bash/\S+\.log)`).FindStringSubmatch(got)
+	if m == nil || !strings.Contains(got, "head, tail, grep, awk or sed") {
+		t.Fatalf("cut note lacks the kept copy or the hint: %q", got)
+	}
+	fi, err := os.Stat(filepath.Join(env.WS.Root(), m[1]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Size() > DefaultKeptBytes+captureTail+100 || fi.Size() < DefaultKeptBytes {
+		t.Errorf("kept copy is %d bytes, want about %d", fi.Size(), DefaultKeptBytes)
+	}
+	kept, _ := os.ReadFile(filepath.Join(env.WS.Root(), m[1]))
+	if !strings.HasSuffix(string(kept), "THE-END\n") {
+		t.Errorf("kept copy does not end with the output's end")
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 200<<20 {
+		t.Errorf("allocated %d MB while capturing 1 GB", grew>>20)
+	}
+	if got := ok(t, call(t, b, env, obj{"command": "echo next"})); got != "next\n[exit code 0]" {
+		t.Errorf("next call: %q", got)
+	}
+}
+
+// TestBashTimeout kills a command and its background grandchild.
+func TestBashTimeout(t *testing.T) {
+	modes(t, func(t *testing.T, b *Bash) {
+		env := newEnv(t)
+		res := call(t, b, env, obj{"command": "sleep 100.31 & echo $! > child.pid; wait", "timeout_s": 1})
+		msg := failed(t, res)
+		if !strings.Contains(msg, "timed out after 1s") {
+			t.Errorf("result %q does not report the timeout", msg)
+		}
+		if !b.Sandboxed() {
+			assertGone(t, env, "child.pid")
+		}
+		assertNoProcess(t, "100.31")
+	})
+}
+
+// TestBashCancel kills the tree when the job's context is cancelled.
+func TestBashCancel(t *testing.T) {
+	modes(t, func(t *testing.T, b *Bash) {
+		env := newEnv(t)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan Result)
+		go func() {
+			done <- Safe(ctx, b, env, json.RawMessage(`{"command":"(sleep 100.32; echo never) & echo $! > child.pid; echo started; wait"}`))
+		}()
+		waitFile(t, filepath.Join(env.WS.Root(), "child.pid"))
+		cancel()
+		res := <-done
+		if msg := failed(t, res); !strings.Contains(msg, "cancelled") || !strings.Contains(msg, "started") {
+			t.Errorf("result %q", msg)
+		}
+		if !b.Sandboxed() {
+			assertGone(t, env, "child.pid")
+		}
+		assertNoProcess(t, "100.32")
+	})
+}
+
+// TestBashBackgroundChild: a child left running holding the output pipe
+// does not keep the call waiting, and is killed.
+func TestBashBackgroundChild(t *testing.T) {
+	b := newBash(t, SandboxNone)
+	env := newEnv(t)
+	got := ok(t, call(t, b, env, obj{"command": "sleep 100 & echo $! > child.pid; echo quick"}))
+	if got != "quick\n[exit code 0]" {
+		t.Errorf("got %q", got)
+	}
+	assertGone(t, env, "child.pid")
+}
+
+func waitFile(tb testing.TB, p string) {
+	tb.Helper()
+	for range 1000 {
+		if b, err := os.ReadFile(p); err == nil && strings.HasSuffix(string(b), "\n") {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	tb.Fatalf("%s never appeared", p)
+}
+
+// assertGone checks that the pid written in the workspace file no longer
+// runs (a zombie awaiting its reaper counts as gone).
+func assertGone(tb testing.TB, env *Env, rel string) {
+	tb.Helper()
+	data, err := os.ReadFile(filepath.Join(env.WS.Root(), rel))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for range 500 {
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			return
+		}
+		stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil || strings.Contains(string(stat), ") Z ") {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	tb.Errorf("process %d survived", pid)
+}
+
+// assertNoProcess checks, from the host's view (which also sees processes
+// inside the sandbox's PID namespace), that no live process has arg in its
+// command line.
+func assertNoProcess(tb testing.TB, arg string) {
+	tb.Helper()
+	for range 500 {
+		found := false
+		dirs, _ := filepath.Glob("/proc/[0-9]*")
+		for _, d := range dirs {
+			cmd, err := os.ReadFile(d + "/cmdline")
+			if err != nil || !strings.Contains(string(cmd), arg) {
+				continue
+			}
+			if stat, err := os.ReadFile(d + "/stat"); err == nil && !strings.Contains(string(stat), ") Z ") {
+				found = true
+			}
+		}
+		if !found {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	tb.Errorf("a process running %q survived", arg)
+}
+
+func TestBashSandbox(t *testing.T) {
+	b := newBash(t, SandboxBwrap)
+	env := newEnv(t)
+	outside := filepath.Join(filepath.Dir(env.WS.Root()), "outside.txt")
+	res := call(t, b, env, obj{"command": "echo x > " + outside + "; echo y > /usr/pwned; echo z > logs/forged; ls /tmp"})
+	got := ok(t, res)
+	if _, err := os.Stat(outside); err == nil {
+		t.Error("wrote outside the workspace")
+	}
+	if _, err := os.Stat(filepath.Join(env.WS.Root(), "logs/forged")); err == nil {
+		t.Error("wrote into logs/")
+	}
+	if !strings.Contains(got, "Read-only file system") {
+		t.Errorf("want read-only errors: %q", got)
+	}
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	dial := obj{"command": "exec 3<>/dev/tcp/127.0.0.1/" + port + " && echo connected"}
+	if got := ok(t, call(t, b, env, dial)); strings.Contains(got, "connected") {
+		t.Errorf("reached the network without network: true: %q", got)
+	}
+	env.Network = true
+	if got := ok(t, call(t, b, env, dial)); !strings.Contains(got, "connected") {
+		t.Errorf("network: true but no connection: %q", got)
+	}
+}
+
+func TestBashSandboxUnusable(t *testing.T) {
+	b, err := NewBash(BashConfig{Sandbox: SandboxAuto, BwrapPath: "/bin/false"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	avail, reason := b.Available()
+	if avail || !strings.Contains(reason, "bubblewrap") {
+		t.Errorf("Available() = %v, %q", avail, reason)
+	}
+	env := newEnv(t)
+	if msg := failed(t, call(t, b, env, obj{"command": "echo hi"})); !strings.Contains(msg, "disabled") {
+		t.Errorf("result %q", msg)
+	}
+	if _, err := NewBash(BashConfig{Sandbox: SandboxBwrap, BwrapPath: "/bin/false"}); err == nil {
+		t.Error("sandbox bwrap with a broken bubblewrap was accepted")
+	}
+	if _, err := NewBash(BashConfig{Sandbox: "maybe"}); err == nil {
+		t.Error("unknown sandbox mode accepted")
+	}
+	if _, err := exec.LookPath("bwrap"); err == nil {
+		if b, err := NewBash(BashConfig{}); err == nil {
+			if avail, reason := b.Available(); !avail && os.Getenv("BATON_REQUIRE_BWRAP") == "1" {
+				t.Errorf("auto with a working bubblewrap: %s", reason)
+			}
+		}
+	}
+}

@@ -1,0 +1,87 @@
+package tools
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"image"
+	_ "image/gif"  // register GIF for DecodeConfig
+	_ "image/jpeg" // register JPEG for DecodeConfig
+	_ "image/png"  // register PNG for DecodeConfig
+	"io"
+	"net/http"
+	"os"
+)
+
+// MaxImageBytes caps an image sent to the model.
+const MaxImageBytes = 5 << 20
+
+// ReadImage returns a PNG, JPEG, GIF or WebP file as an image part, the
+// format detected from the content, not the name.
+type ReadImage struct{}
+
+type imageArgs struct {
+	Path string `json:"path"`
+}
+
+// Name implements Tool.
+func (ReadImage) Name() string { return "ReadImage" }
+
+// Description implements Tool.
+func (ReadImage) Description() string {
+	return fmt.Sprintf("Look at an image file in the workspace (PNG, JPEG, GIF or WebP, at most %d MB).", MaxImageBytes>>20)
+}
+
+// Schema implements Tool.
+func (ReadImage) Schema() json.RawMessage {
+	return json.RawMessage(`{"type":"object","properties":{` +
+		`"path":{"type":"string","description":"image path relative to the workspace"}},` +
+		`"required":["path"],"additionalProperties":false}`)
+}
+
+// Call implements Tool.
+func (t ReadImage) Call(ctx context.Context, env *Env, raw json.RawMessage) Result {
+	var a imageArgs
+	if err := decode(raw, &a); err != nil {
+		return failure(t.Name(), err)
+	}
+	if a.Path == "" {
+		return Errorf("ReadImage: path is required")
+	}
+	p, err := env.WS.Resolve(a.Path)
+	if err != nil {
+		return failure(t.Name(), err)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return failure(t.Name(), fmt.Errorf("open %s: %w", a.Path, unwrapPath(err)))
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return failure(t.Name(), err)
+	}
+	if fi.IsDir() {
+		return Errorf("ReadImage: %s is a directory", a.Path)
+	}
+	if fi.Size() > MaxImageBytes {
+		return Errorf("ReadImage: %s is %d bytes, over the %d MB limit; make a smaller copy with Bash (e.g. ImageMagick's convert -resize) if it is installed",
+			a.Path, fi.Size(), MaxImageBytes>>20)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxImageBytes+1))
+	if err != nil {
+		return failure(t.Name(), fmt.Errorf("read %s: %w", a.Path, unwrapPath(err)))
+	}
+	mime := http.DetectContentType(data)
+	switch mime {
+	case "image/png", "image/jpeg", "image/gif", "image/webp":
+	default:
+		return Errorf("ReadImage: %s is not a PNG, JPEG, GIF or WebP image (its content looks like %s)", a.Path, mime)
+	}
+	desc := fmt.Sprintf("%s: %s, %d bytes", a.Path, mime, len(data))
+	if cfg, _, err := image.DecodeConfig(bytes.NewReader(data)); err == nil {
+		desc += fmt.Sprintf(", %d×%d pixels", cfg.Width, cfg.Height)
+	}
+	return Result{Text: desc, Images: []Image{{MIME: mime, Data: data}}}
+}

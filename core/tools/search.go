@@ -1,0 +1,344 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/bmatcuk/doublestar/v4"
+)
+
+// Search limits.
+const (
+	maxGlobResults = 500
+	maxGrepMatches = 500
+	maxGrepContext = 20
+	maxGrepLine    = 400      // characters of one output line
+	maxGrepFile    = 16 << 20 // larger files are skipped
+	maxWalk        = 200000   // entries visited by one search
+)
+
+var errWalkLimit = errors.New("walk limit reached")
+
+// Glob lists workspace paths matching a pattern with `**`, sorted, capped.
+// It never follows symlinks out of the path written before the first
+// wildcard, which Resolve confines.
+type Glob struct{}
+
+type globArgs struct {
+	Pattern string `json:"pattern"`
+}
+
+// Name implements Tool.
+func (Glob) Name() string { return "Glob" }
+
+// Description implements Tool.
+func (Glob) Description() string {
+	return "List files in the workspace matching a glob pattern, e.g. `input/**/*.csv` or `output/*`. " +
+		"`**` matches any number of folders. Folders are listed with a trailing /. Results are sorted and capped."
+}
+
+// Schema implements Tool.
+func (Glob) Schema() json.RawMessage {
+	return json.RawMessage(`{"type":"object","properties":{` +
+		`"pattern":{"type":"string","description":"glob relative to the workspace; ** matches across folders"}},` +
+		`"required":["pattern"],"additionalProperties":false}`)
+}
+
+// Call implements Tool.
+func (t Glob) Call(ctx context.Context, env *Env, raw json.RawMessage) Result {
+	var a globArgs
+	if err := decode(raw, &a); err != nil {
+		return failure(t.Name(), err)
+	}
+	matches, more, err := glob(ctx, env, a.Pattern)
+	if err != nil {
+		return failure(t.Name(), err)
+	}
+	if len(matches) == 0 {
+		return Result{Text: fmt.Sprintf("No paths match %s", a.Pattern)}
+	}
+	text := strings.Join(matches, "\n")
+	if more > 0 {
+		text += fmt.Sprintf("\n[… and %d more; narrow the pattern]", more)
+	}
+	out, _ := head(text, env.budget(), env.counter(), func(kept int) string {
+		return "\n[Glob output cut to fit the token budget; narrow the pattern]"
+	})
+	return Result{Text: out}
+}
+
+func glob(ctx context.Context, env *Env, pattern string) ([]string, int, error) {
+	if pattern == "" {
+		return nil, 0, errors.New("pattern is required")
+	}
+	if strings.HasPrefix(pattern, "/") {
+		return nil, 0, errors.New("absolute patterns point outside the workspace; use a pattern relative to it, e.g. input/**/*.txt")
+	}
+	pattern = path.Clean(pattern)
+	if !doublestar.ValidatePattern(pattern) {
+		return nil, 0, fmt.Errorf("invalid pattern %q", pattern)
+	}
+	base, rest := doublestar.SplitPattern(pattern)
+	dir, err := env.WS.Resolve(base)
+	if err != nil {
+		return nil, 0, err
+	}
+	show := func(rel string) string {
+		if base == "." {
+			return rel
+		}
+		return path.Join(base, rel)
+	}
+	if rest == "" || rest == "." {
+		fi, err := os.Stat(dir)
+		if err != nil {
+			return nil, 0, nil
+		}
+		p := pattern
+		if fi.IsDir() {
+			p += "/"
+		}
+		return []string{p}, 0, nil
+	}
+	depth := -1 // unlimited with **
+	if !strings.Contains(rest, "**") {
+		depth = strings.Count(rest, "/") + 1
+	}
+	var matches []string
+	more, visited := 0, 0
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if p == dir {
+				if errors.Is(err, fs.ErrNotExist) {
+					return fs.SkipAll
+				}
+				return err
+			}
+			return nil // unreadable entry: skip it
+		}
+		if visited++; visited > maxWalk {
+			return errWalkLimit
+		}
+		if visited%1024 == 0 && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if p == dir {
+			return nil
+		}
+		rel, _ := filepath.Rel(dir, p)
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() && depth > 0 && strings.Count(rel, "/")+1 > depth {
+			return fs.SkipDir
+		}
+		if !doublestar.MatchUnvalidated(rest, rel) {
+			return nil
+		}
+		if len(matches) >= maxGlobResults {
+			more++
+			return nil
+		}
+		s := show(rel)
+		if d.IsDir() {
+			s += "/"
+		}
+		matches = append(matches, s)
+		return nil
+	})
+	if errors.Is(err, errWalkLimit) {
+		more++ // at least one more was not looked at
+		err = nil
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	return matches, more, nil // WalkDir visits in lexical order
+}
+
+// Grep searches file contents with an RE2 regular expression and prints
+// `path:line:text` (context lines as `path-line-text`).
+type Grep struct{}
+
+type grepArgs struct {
+	Pattern    string `json:"pattern"`
+	Path       string `json:"path"`
+	Glob       string `json:"glob"`
+	IgnoreCase bool   `json:"ignore_case"`
+	Context    int    `json:"context"`
+}
+
+// Name implements Tool.
+func (Grep) Name() string { return "Grep" }
+
+// Description implements Tool.
+func (Grep) Description() string {
+	return "Search file contents in the workspace with a regular expression (RE2 syntax). Prints " +
+		"`path:line:text` per match and `path-line-text` for context lines. Binary files and .git are " +
+		"skipped. Narrow with path (a file or folder) and glob (e.g. `*.go`, or `src/**/*.ts`)."
+}
+
+// Schema implements Tool.
+func (Grep) Schema() json.RawMessage {
+	return json.RawMessage(`{"type":"object","properties":{` +
+		`"pattern":{"type":"string","description":"RE2 regular expression"},` +
+		`"path":{"type":"string","description":"file or folder to search, relative to the workspace (default: the whole workspace)"},` +
+		`"glob":{"type":"string","description":"only files matching this glob; without a / it matches the file name"},` +
+		`"ignore_case":{"type":"boolean","description":"case-insensitive match"},` +
+		`"context":{"type":"integer","minimum":0,"maximum":20,"description":"lines of context before and after each match"}},` +
+		`"required":["pattern"],"additionalProperties":false}`)
+}
+
+// Call implements Tool.
+func (t Grep) Call(ctx context.Context, env *Env, raw json.RawMessage) Result {
+	var a grepArgs
+	if err := decode(raw, &a); err != nil {
+		return failure(t.Name(), err)
+	}
+	text, err := grep(ctx, env, a)
+	if err != nil {
+		return failure(t.Name(), err)
+	}
+	out, _ := head(text, env.budget(), env.counter(), func(kept int) string {
+		return "\n[Grep output cut to fit the token budget; narrow it with path, glob or a more specific pattern]"
+	})
+	return Result{Text: out}
+}
+
+func grep(ctx context.Context, env *Env, a grepArgs) (string, error) {
+	if a.Pattern == "" {
+		return "", errors.New("pattern is required")
+	}
+	expr := a.Pattern
+	if a.IgnoreCase {
+		expr = "(?i)" + expr
+	}
+	re, err := regexp.Compile(expr)
+	if err != nil {
+		return "", fmt.Errorf("invalid pattern (RE2 syntax): %w", err)
+	}
+	if a.Glob != "" && !doublestar.ValidatePattern(a.Glob) {
+		return "", fmt.Errorf("invalid glob %q", a.Glob)
+	}
+	a.Context = min(max(a.Context, 0), maxGrepContext)
+	root, err := env.WS.Resolve(a.Path)
+	if err != nil {
+		return "", err
+	}
+	if _, err := os.Stat(root); err != nil {
+		return "", fmt.Errorf("%s: %w", a.Path, unwrapPath(err))
+	}
+	var out strings.Builder
+	matches, visited := 0, 0
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if visited++; visited > maxWalk {
+			return errWalkLimit
+		}
+		if visited%256 == 0 && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if d.IsDir() {
+			if d.Name() == ".git" && p != root {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() {
+			return nil // symlinks are not followed
+		}
+		rel := env.WS.Rel(p)
+		if a.Glob != "" {
+			name := rel
+			if !strings.Contains(a.Glob, "/") {
+				name = path.Base(rel)
+			}
+			if !doublestar.MatchUnvalidated(a.Glob, name) {
+				return nil
+			}
+		}
+		if info, err := d.Info(); err != nil || info.Size() > maxGrepFile {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil || isBinary(b) {
+			return nil
+		}
+		matches += grepFile(&out, rel, b, re, a.Context, maxGrepMatches-matches)
+		if matches >= maxGrepMatches {
+			return errWalkLimit
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errWalkLimit) {
+		return "", err
+	}
+	if matches == 0 {
+		return fmt.Sprintf("No matches for %s", a.Pattern), nil
+	}
+	if errors.Is(err, errWalkLimit) {
+		fmt.Fprintf(&out, "[stopped after %d matches; narrow the search with path, glob or a more specific pattern]", matches)
+	}
+	return strings.TrimSuffix(out.String(), "\n"), nil
+}
+
+// grepFile writes up to limit matches of re in b with ctxLines of context
+// and returns how many it wrote.
+func grepFile(out *strings.Builder, rel string, b []byte, re *regexp.Regexp, ctxLines, limit int) int {
+	lines := strings.Split(string(b), "\n")
+	if len(lines) > 0 && lines[len(lines)-1] == "" {
+		lines = lines[:len(lines)-1]
+	}
+	n := 0
+	printed := -1 // last line index printed
+	for i, line := range lines {
+		if n >= limit {
+			break
+		}
+		if !re.MatchString(line) {
+			continue
+		}
+		n++
+		from := max(i-ctxLines, printed+1)
+		if ctxLines > 0 && printed >= 0 && from > printed+1 {
+			out.WriteString("--\n")
+		}
+		for j := from; j <= i+ctxLines && j < len(lines); j++ {
+			if j <= printed {
+				continue
+			}
+			sep := "-"
+			if re.MatchString(lines[j]) && j <= i {
+				sep = ":"
+			}
+			if j > i && re.MatchString(lines[j]) {
+				break // the next match prints itself with its own context
+			}
+			fmt.Fprintf(out, "%s%s%d%s%s\n", rel, sep, j+1, sep, clip(lines[j]))
+			printed = j
+		}
+	}
+	return n
+}
+
+// clip shortens a line for display, on a rune boundary.
+func clip(s string) string {
+	s = strings.TrimSuffix(s, "\r")
+	if len(s) <= maxGrepLine {
+		return displayable(s)
+	}
+	n := maxGrepLine
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return displayable(s[:n]) + "…"
+}

@@ -1,0 +1,219 @@
+// Package tools implements the tools an agent calls inside a task's
+// workspace: Read, Write, Edit, Glob, Grep, Bash, ReadImage, ReadDocument and
+// Checklist (SPEC §9).
+//
+// Every tool confines its paths with the workspace package and fits its
+// result to the token budget the caller computes with Budget (SPEC §8). A
+// tool never returns a Go error: failures, bad arguments and panics become
+// a Result with IsError set, which the agent loop sends back to the model.
+// Call tools through Safe so that a panic cannot crash a worker.
+package tools
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"slices"
+	"sort"
+
+	"github.com/baton-bot/baton/core/tokens"
+	"github.com/baton-bot/baton/core/workspace"
+)
+
+// Tool is one capability offered to the model. Implementations are safe for
+// concurrent use by different jobs; Call never returns a Go error (failures
+// are Results with IsError) and should not panic (Safe recovers if it does).
+type Tool interface {
+	Name() string
+	// Description tells the model what the tool does and when to use it.
+	Description() string
+	// Schema is the JSON Schema of the arguments object.
+	Schema() json.RawMessage
+	Call(ctx context.Context, env *Env, args json.RawMessage) Result
+}
+
+// Env is what one call runs against. The caller builds it per call.
+type Env struct {
+	WS *workspace.Workspace
+	// Budget is the most tokens this result may take (see Budget); values
+	// below MinBudget are raised to it.
+	Budget int
+	// Network lets Bash reach the network (the movement's network: true).
+	Network bool
+	Tokens  tokens.Counter
+	Logger  *slog.Logger
+}
+
+func (e *Env) budget() int { return max(e.Budget, MinBudget) }
+
+func (e *Env) counter() tokens.Counter {
+	if e.Tokens == nil {
+		return tokens.Default()
+	}
+	return e.Tokens
+}
+
+func (e *Env) logger() *slog.Logger {
+	if e.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return e.Logger
+}
+
+// Image is an image part of a result.
+type Image struct {
+	MIME string // image/png, image/jpeg, image/gif or image/webp
+	Data []byte
+}
+
+// Result is what goes back to the model.
+type Result struct {
+	Text    string
+	Images  []Image
+	IsError bool
+}
+
+// Errorf builds an error result.
+func Errorf(format string, args ...any) Result {
+	return Result{Text: fmt.Sprintf(format, args...), IsError: true}
+}
+
+func failure(tool string, err error) Result {
+	return Result{Text: tool + ": " + err.Error(), IsError: true}
+}
+
+// Token budget limits (SPEC §8).
+const (
+	// MinBudget is the floor of a tool result's budget.
+	MinBudget = 2000
+	// DefaultMaxResultTokens is context.tool_result_max_tokens's default.
+	DefaultMaxResultTokens = 60000
+)
+
+// Budget returns how many tokens one tool result may take: half of what is
+// left of the context window once the current conversation and the reply
+// are reserved, at most maxResultTokens (DefaultMaxResultTokens when <= 0),
+// and at least MinBudget.
+func Budget(contextWindow, currentTokens, maxOutputTokens, maxResultTokens int) int {
+	if maxResultTokens <= 0 {
+		maxResultTokens = DefaultMaxResultTokens
+	}
+	available := contextWindow - currentTokens - maxOutputTokens
+	return max(min(available/2, maxResultTokens), MinBudget)
+}
+
+// Safe calls t and turns a panic into an error result; it also refuses a
+// call without a workspace. Use it for every call the model asks for.
+func Safe(ctx context.Context, t Tool, env *Env, args json.RawMessage) (res Result) {
+	name := t.Name()
+	defer func() {
+		if p := recover(); p != nil {
+			env.logger().Error("tool panicked", "tool", name, "panic", p, "stack", string(debug.Stack()))
+			res = Errorf("%s failed with an internal error; the details are in Baton's log", name)
+		}
+	}()
+	if env == nil || env.WS == nil {
+		return Errorf("%s: no workspace for this call", name)
+	}
+	if err := ctx.Err(); err != nil {
+		return failure(name, err)
+	}
+	return t.Call(ctx, env, args)
+}
+
+// decode reads a tool's arguments strictly: unknown fields and trailing data
+// are errors the model can correct.
+func decode(args json.RawMessage, v any) error {
+	args = bytes.TrimSpace(args)
+	if len(args) == 0 || bytes.Equal(args, []byte("null")) {
+		args = []byte("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("invalid arguments: %w", err)
+	}
+	if dec.More() {
+		return errors.New("invalid arguments: trailing data after the JSON object")
+	}
+	return nil
+}
+
+// Set is a registry of tools by name. A Set is immutable once built and safe
+// for concurrent use.
+type Set struct {
+	byName map[string]Tool
+	names  []string // in the order given
+}
+
+// NewSet builds a set; duplicate names are an error.
+func NewSet(ts ...Tool) (*Set, error) {
+	s := &Set{byName: make(map[string]Tool, len(ts))}
+	for _, t := range ts {
+		if _, dup := s.byName[t.Name()]; dup {
+			return nil, fmt.Errorf("tool set: %s registered twice", t.Name())
+		}
+		s.byName[t.Name()] = t
+		s.names = append(s.names, t.Name())
+	}
+	return s, nil
+}
+
+// Builtin returns the nine tools of SPEC §9, with bash as the Bash tool
+// (left out when nil).
+func Builtin(bash *Bash) *Set {
+	ts := []Tool{Read{}, Write{}, Edit{}, Glob{}, Grep{}}
+	if bash != nil {
+		ts = append(ts, bash)
+	}
+	ts = append(ts, ReadImage{}, ReadDocument{}, Checklist{})
+	s, err := NewSet(ts...)
+	if err != nil {
+		panic(err) // the names above are distinct
+	}
+	return s
+}
+
+// Lookup returns the tool with that name.
+func (s *Set) Lookup(name string) (Tool, bool) {
+	t, ok := s.byName[name]
+	return t, ok
+}
+
+// Select returns the subset named (a movement's allow-list), in the order
+// given. An unknown name is an error naming it and the known tools, so piece
+// validation can report it.
+func (s *Set) Select(names []string) (*Set, error) {
+	var picked []Tool
+	seen := make(map[string]bool, len(names))
+	for _, n := range names {
+		t, ok := s.byName[n]
+		if !ok {
+			known := slices.Clone(s.names)
+			sort.Strings(known)
+			return nil, fmt.Errorf("unknown tool %q (known: %v)", n, known)
+		}
+		if seen[n] {
+			continue
+		}
+		seen[n] = true
+		picked = append(picked, t)
+	}
+	return NewSet(picked...)
+}
+
+// Names lists the tools in registration order.
+func (s *Set) Names() []string { return slices.Clone(s.names) }
+
+// Tools lists the tools in registration order.
+func (s *Set) Tools() []Tool {
+	out := make([]Tool, len(s.names))
+	for i, n := range s.names {
+		out[i] = s.byName[n]
+	}
+	return out
+}

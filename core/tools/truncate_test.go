@@ -1,0 +1,109 @@
+package tools
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/baton-bot/baton/core/tokens"
+)
+
+func TestBudget(t *testing.T) {
+	tests := []struct {
+		name                     string
+		window, cur, out, maxRes int
+		want                     int
+	}{
+		{"half of available", 100000, 20000, 4000, 60000, 38000},
+		{"capped", 400000, 0, 0, 60000, 60000},
+		{"default cap", 400000, 0, 0, 0, DefaultMaxResultTokens},
+		{"floor", 100000, 95000, 4000, 60000, MinBudget},
+		{"over the window", 100000, 120000, 4000, 60000, MinBudget},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Budget(tt.window, tt.cur, tt.out, tt.maxRes); got != tt.want {
+				t.Errorf("Budget = %d, want %d", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestTruncate(t *testing.T) {
+	c := tokens.Default()
+	var lines strings.Builder
+	for i := range 3000 {
+		lines.WriteString(strings.Repeat("word ", i%7+1) + "end\n")
+	}
+	manyLines := lines.String()
+	oneLine := strings.Repeat("日本語のテキストと English words mixed; ", 3000)
+
+	t.Run("fits unchanged", func(t *testing.T) {
+		got, cut := Truncate("hello\nworld\n", 100, Head, c)
+		if cut || got != "hello\nworld\n" {
+			t.Errorf("got %q, %v", got, cut)
+		}
+	})
+	t.Run("head on a line boundary", func(t *testing.T) {
+		got, cut := Truncate(manyLines, 500, Head, c)
+		if !cut || c.Count(got) > 500 {
+			t.Fatalf("cut=%v tokens=%d", cut, c.Count(got))
+		}
+		body, note, found := strings.Cut(got, "\n[output cut")
+		if !found || !strings.HasPrefix(manyLines, body) || !strings.HasSuffix(body, "end\n") {
+			t.Errorf("body should be whole lines from the start, note %q", note)
+		}
+		if c.Count(body) < 400 {
+			t.Errorf("kept only %d tokens of 500", c.Count(body))
+		}
+	})
+	t.Run("head inside a long line, UTF-8 safe", func(t *testing.T) {
+		got, cut := Truncate(oneLine, 300, Head, c)
+		if !cut || c.Count(got) > 300 || !utf8.ValidString(got) {
+			t.Fatalf("cut=%v tokens=%d valid=%v", cut, c.Count(got), utf8.ValidString(got))
+		}
+		body, _, _ := strings.Cut(got, "\n[output cut")
+		if len(body) < 200 || !strings.HasPrefix(oneLine, body) {
+			t.Errorf("kept %d bytes; want a long prefix of the line", len(body))
+		}
+	})
+	t.Run("head and tail", func(t *testing.T) {
+		text := "FIRST LINE\n" + manyLines + "LAST LINE\n"
+		got, cut := Truncate(text, 600, HeadTail, c)
+		if !cut || c.Count(got) > 600 {
+			t.Fatalf("cut=%v tokens=%d", cut, c.Count(got))
+		}
+		if !strings.HasPrefix(got, "FIRST LINE\n") || !strings.HasSuffix(got, "LAST LINE\n") || !strings.Contains(got, "bytes cut from the middle") {
+			t.Errorf("want head, note and tail; got %q … %q", got[:40], got[len(got)-40:])
+		}
+	})
+}
+
+func FuzzTruncate(f *testing.F) {
+	f.Add("hello\nworld\n", uint16(3), false)
+	f.Add(strings.Repeat("línea ñ 日本\n", 200), uint16(50), true)
+	f.Add(strings.Repeat("x", 5000), uint16(10), false)
+	f.Add("\xff\xfe invalid \xc3", uint16(2), true)
+	f.Add(strings.Repeat("\n", 1000), uint16(0), true)
+	c := tokens.Default()
+	f.Fuzz(func(t *testing.T, text string, budget uint16, tail bool) {
+		b := int(budget % 4000)
+		mode := Head
+		if tail {
+			mode = HeadTail
+		}
+		got, cut := Truncate(text, b, mode, c)
+		if n := c.Count(got); n > b {
+			t.Fatalf("result has %d tokens, budget %d", n, b)
+		}
+		if utf8.ValidString(text) && !utf8.ValidString(got) {
+			t.Fatalf("valid input gave invalid UTF-8: %q", got)
+		}
+		if !cut && got != text {
+			t.Fatalf("not cut but changed: %q", got)
+		}
+		if cut && len(text) <= b && c.Count(text) <= b {
+			t.Fatalf("cut although the text fits")
+		}
+	})
+}
