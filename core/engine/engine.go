@@ -1,0 +1,171 @@
+// Package engine runs a job through its piece: a state machine of
+// movements, each an agent loop with an LLM and tools that ends with a
+// transition tool call.
+//
+// The engine follows Baton's design note: the first user prompt of a job is
+// an enriched instruction (date and time, the last five comments, the
+// workspace listing, the request) and never the whole history; a movement's
+// messages stay within it; only lessons, summaries, verify feedback,
+// checklists and a git excerpt cross to the next movement; a context manager
+// watches the window before every request and, past its thresholds, warns,
+// asks for a wrap-up, and forces the transition.
+//
+// Engine implements worker.Engine. Its prompts live in prompts/ as
+// templates, in English and Japanese, and are checked by golden tests.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/baton-bot/baton/core"
+	"github.com/baton-bot/baton/core/llm"
+	"github.com/baton-bot/baton/core/piece"
+	"github.com/baton-bot/baton/core/tokens"
+	"github.com/baton-bot/baton/core/tools"
+	"github.com/baton-bot/baton/core/worker"
+)
+
+// Model sends one chat completion. *llm.Client implements it.
+type Model interface {
+	Complete(ctx context.Context, req llm.Request) (llm.Response, error)
+}
+
+// Store is what the engine reads and writes besides the job itself.
+type Store interface {
+	Task(ctx context.Context, id int64) (core.Task, error)
+	EnsureTask(ctx context.Context, t core.Task) (core.Task, bool, error)
+	RecentComments(ctx context.Context, taskID int64, n int) ([]core.Comment, error)
+	Jobs(ctx context.Context, f core.JobFilter) ([]core.Job, error)
+}
+
+// Pieces finds pieces by name. *piece.Library implements it.
+type Pieces interface {
+	Lookup(name string) (*piece.Piece, bool)
+}
+
+// Toolbox finds tools by name.
+type Toolbox interface {
+	Lookup(name string) (tools.Tool, bool)
+}
+
+// Levels are the context manager's thresholds, as fractions of the window.
+type Levels struct {
+	Warn      float64 // a job event (0.70)
+	Prompt    float64 // a message asking to wrap up (0.85)
+	Force     float64 // the movement is forced to default_next (0.95)
+	Exhausted float64 // internal flag (0.99)
+}
+
+// Config configures an Engine. Zero fields take the defaults noted.
+type Config struct {
+	Locale              string         // "en" or "ja" ("en")
+	Location            *time.Location // for the date-time block (time.Local)
+	Model               string         // the model requests name unless a movement overrides it
+	DefaultPiece        string         // piece of subtasks that name none ("chat")
+	ContextWindow       int            // tokens (128,000)
+	MaxOutputTokens     int            // per completion (4,096)
+	MaxTokensPerJob     int64          // prompt + completion tokens; 0: unlimited
+	Levels              Levels
+	ToolResultMaxTokens int   // ceiling of one tool result (60,000)
+	ReminderAfter       int   // text-only replies before a reminder (1)
+	MovementLogBytes    int64 // cap of each movement's log under logs/ (2 MiB)
+	WorkspaceRoot       string
+	Now                 func() time.Time
+	Logger              *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.Locale == "" {
+		c.Locale = "en"
+	}
+	if c.Location == nil {
+		c.Location = time.Local
+	}
+	if c.DefaultPiece == "" {
+		c.DefaultPiece = "chat"
+	}
+	if c.ContextWindow <= 0 {
+		c.ContextWindow = 128000
+	}
+	if c.MaxOutputTokens <= 0 {
+		c.MaxOutputTokens = 4096
+	}
+	if c.Levels == (Levels{}) {
+		c.Levels = Levels{Warn: 0.70, Prompt: 0.85, Force: 0.95, Exhausted: 0.99}
+	}
+	if c.ToolResultMaxTokens <= 0 {
+		c.ToolResultMaxTokens = 60000
+	}
+	if c.ReminderAfter <= 0 {
+		c.ReminderAfter = 1
+	}
+	if c.MovementLogBytes <= 0 {
+		c.MovementLogBytes = 2 << 20
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Engine runs jobs. It is safe for concurrent use by many workers.
+type Engine struct {
+	model   Model
+	store   Store
+	pieces  Pieces
+	toolbox Toolbox
+	tokens  tokens.Counter
+	cfg     Config
+	text    *texts
+}
+
+var _ worker.Engine = (*Engine)(nil)
+
+// New returns an engine.
+func New(model Model, store Store, pieces Pieces, toolbox Toolbox, counter tokens.Counter, cfg Config) (*Engine, error) {
+	cfg.setDefaults()
+	tx, err := loadTexts(cfg.Locale)
+	if err != nil {
+		return nil, err
+	}
+	return &Engine{model: model, store: store, pieces: pieces, toolbox: toolbox, tokens: counter, cfg: cfg, text: tx}, nil
+}
+
+// Run runs the job of r from its current movement to an outcome: COMPLETE,
+// ASK, ABORT or WAIT_SUBTASKS, or a failure with a plain reason (budget
+// exhausted, the model unavailable). It returns an error only for faults
+// worth retrying (the store unreachable, a workspace it cannot open).
+func (e *Engine) Run(ctx context.Context, r *worker.Run) (core.Finish, error) {
+	j := r.Job
+	p, ok := e.pieces.Lookup(j.Piece)
+	if !ok {
+		return core.Finish{To: core.JobFailed, Error: fmt.Sprintf(e.text.msg("unknown_piece"), j.Piece)}, nil
+	}
+	run, err := e.newPieceRun(ctx, r, p)
+	if err != nil {
+		return core.Finish{}, err
+	}
+	fin, err := run.run(ctx)
+	if err != nil {
+		if c := context.Cause(ctx); c != nil {
+			return core.Finish{}, c
+		}
+		var fe *failure
+		if errors.As(err, &fe) {
+			return core.Finish{To: core.JobFailed, Error: fe.reason}, nil
+		}
+		return core.Finish{}, err
+	}
+	return fin, nil
+}
+
+// failure ends a job as failed with a reason people can read.
+type failure struct{ reason string }
+
+func (f *failure) Error() string { return f.reason }

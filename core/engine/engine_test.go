@@ -1,0 +1,623 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/baton-bot/baton/configs"
+	"github.com/baton-bot/baton/core"
+	"github.com/baton-bot/baton/core/engine"
+	"github.com/baton-bot/baton/core/llm"
+	"github.com/baton-bot/baton/core/llmtest"
+	"github.com/baton-bot/baton/core/piece"
+	"github.com/baton-bot/baton/core/sqlite"
+	"github.com/baton-bot/baton/core/tokens"
+	"github.com/baton-bot/baton/core/tools"
+	"github.com/baton-bot/baton/core/worker"
+	"github.com/baton-bot/baton/core/workspace"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+// fixed is the clock of every engine test.
+var fixed = time.Date(2026, 11, 30, 9, 30, 0, 0, time.UTC)
+
+// fixture is an engine over a real store, the built-in pieces plus test
+// pieces, the real tools, and the scripted LLM server.
+type fixture struct {
+	t     *testing.T
+	srv   *llmtest.Server
+	store *sqlite.Store
+	eng   *engine.Engine
+	task  core.Task
+	ws    string
+}
+
+type option func(*engine.Config)
+
+func newFixture(t *testing.T, pieces map[string]string, opts ...option) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "baton.db"), sqlite.Options{WorkspaceRoot: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	dir := t.TempDir()
+	for name, src := range pieces {
+		if err := os.WriteFile(filepath.Join(dir, name+".yaml"), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bash, err := tools.NewBash(tools.BashConfig{Sandbox: "none"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	box := tools.Builtin(bash)
+	lib, err := piece.Load(configs.FS, dir, func(n string) bool { _, ok := box.Lookup(n); return ok })
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := llmtest.NewServer(t)
+	client, err := llm.New(llm.Config{BaseURL: srv.URL(), APIKey: "test-key", Model: "test-model", MaxRetries: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := engine.Config{Model: "test-model", Location: time.UTC, Now: func() time.Time { return fixed }, ContextWindow: 100000, MaxOutputTokens: 1000}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	eng, err := engine.New(client, st, lib, box, tokens.Default(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, _, err := st.EnsureTask(ctx, core.Task{Thread: core.ThreadRef{Platform: core.PlatformConsole, Channel: "c", Thread: "t"}, OwnerUser: "console:alice", Title: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := workspace.Open(task.Workspace); err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{t: t, srv: srv, store: st, eng: eng, task: task, ws: task.Workspace}
+}
+
+func (f *fixture) comment(role core.Role, who, text string) {
+	f.t.Helper()
+	_, err := f.store.AddComment(context.Background(), core.Comment{TaskID: f.task.ID, Role: role, AuthorID: "console:" + who, AuthorName: who, Text: text, CreatedAt: fixed})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// start creates a job and marks it running, as a worker would.
+func (f *fixture) start(pieceName, instruction string) core.Job {
+	f.t.Helper()
+	ctx := context.Background()
+	j, err := f.store.CreateJob(ctx, core.Job{TaskID: f.task.ID, Piece: pieceName, Instruction: instruction})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	j, err = f.store.StartJob(ctx, j.ID, 1)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return j
+}
+
+func (f *fixture) run(j core.Job) core.Finish {
+	f.t.Helper()
+	fin, err := f.eng.Run(context.Background(), worker.NewRun(j, f.store))
+	if err != nil {
+		f.t.Fatalf("engine run: %v", err)
+	}
+	return fin
+}
+
+// finish records fin as the store would at the end of the attempt and
+// returns the job as it then stands.
+func (f *fixture) finish(j core.Job, fin core.Finish) core.Job {
+	f.t.Helper()
+	got, err := f.store.FinishJob(context.Background(), j.ID, j.Attempt, fin)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return got
+}
+
+func transition(next, summary string, extra ...string) llmtest.Step {
+	args := map[string]any{"next_step": next, "summary": summary}
+	for i := 0; i+1 < len(extra); i += 2 {
+		args[extra[i]] = extra[i+1]
+	}
+	b, _ := json.Marshal(args)
+	return llmtest.Call("transition", string(b))
+}
+
+// golden compares got with testdata/name, rewriting it with -update.
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if diff := cmp.Diff(string(want), got); diff != "" {
+		t.Errorf("%s differs (-want +got):\n%s", path, diff)
+	}
+}
+
+const twoStep = `
+name: two-step
+description: test piece
+max_movements: 6
+movements:
+  - name: first
+    persona: You are the first step of a test.
+    instruction: "Do the first part of: {task}"
+    tools: [Read, Write, Checklist]
+    next: [second, ABORT]
+    default_next: second
+    max_iterations: 4
+  - name: second
+    persona: You are the second step of a test.
+    instruction: Do the second part.
+    tools: [Read]
+    next: [COMPLETE, first, ASK]
+    verify: true
+`
+
+func TestEnrichedInstruction(t *testing.T) {
+	f := newFixture(t, nil)
+	f.comment(core.RoleUser, "alice", "comment one (too old to be sent)")
+	f.comment(core.RoleUser, "alice", "comment two")
+	f.comment(core.RoleBot, "baton", "a bot answer")
+	f.comment(core.RoleUser, "bob", "!status")
+	f.comment(core.RoleUser, "bob", strings.Repeat("é", 600))
+	f.comment(core.RoleUser, "alice", "comment five")
+	f.comment(core.RoleUser, "carol", "comment six")
+	f.comment(core.RoleUser, "alice", "please summarise the report")
+	if err := os.WriteFile(filepath.Join(f.ws, "input", "report.txt"), []byte("secret contents"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(f.ws, "logs", "old.log"), []byte("log contents"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f.srv.Script(transition("COMPLETE", "done"))
+	fin := f.run(f.start("chat", "please summarise the report"))
+	if fin.To != core.JobSucceeded || fin.ResultSummary != "done" {
+		t.Fatalf("finish = %+v", fin)
+	}
+	reqs := f.srv.Requests()
+	user := reqs[0].Messages[1].Text()
+	for _, want := range []string{"2026-11-30 09:30 (Monday), time zone UTC", "comment two", "a bot answer", "comment five", "comment six", strings.Repeat("é", 500) + " … [cut: 100 more characters]", "report.txt (15 B)", "## Request\nplease summarise the report"} {
+		if !strings.Contains(user, want) {
+			t.Errorf("first user prompt lacks %q", want)
+		}
+	}
+	for _, unwanted := range []string{"comment one", "!status", "secret contents", "log contents", strings.Repeat("é", 501)} {
+		if strings.Contains(user, unwanted) {
+			t.Errorf("first user prompt holds %q", unwanted)
+		}
+	}
+	if n := strings.Count(user, "please summarise the report"); n != 1 {
+		t.Errorf("the request appears %d times, want once", n)
+	}
+	golden(t, "chat_system_en.txt", reqs[0].Messages[0].Text())
+	golden(t, "chat_user_en.txt", user)
+}
+
+func TestJapanesePrompts(t *testing.T) {
+	f := newFixture(t, map[string]string{"two-step": twoStep}, func(c *engine.Config) { c.Locale = "ja" })
+	f.comment(core.RoleUser, "alice", "報告書を要約してください")
+	f.srv.Script(transition("COMPLETE", "完了"))
+	f.run(f.start("chat", "報告書を要約してください"))
+	req := f.srv.Requests()[0]
+	golden(t, "chat_system_ja.txt", req.Messages[0].Text())
+	golden(t, "chat_user_ja.txt", req.Messages[1].Text())
+}
+
+func TestMovementsDoNotShareMessages(t *testing.T) {
+	f := newFixture(t, map[string]string{"two-step": twoStep})
+	f.srv.Script(
+		llmtest.Call("Write", `{"path":"output/a.txt","content":"hello"}`),
+		transition("second", "first done", "lessons", "the file is output/a.txt"),
+		transition("COMPLETE", "all done"),
+	)
+	fin := f.run(f.start("two-step", "make a file"))
+	if fin.To != core.JobSucceeded {
+		t.Fatalf("finish = %+v", fin)
+	}
+	reqs := f.srv.Requests()
+	if len(reqs) != 3 {
+		t.Fatalf("%d requests, want 3", len(reqs))
+	}
+	second := reqs[2]
+	if len(second.Messages) != 2 {
+		t.Errorf("the second movement's first request has %d messages, want 2 (system, user)", len(second.Messages))
+	}
+	for _, m := range second.Messages {
+		if strings.Contains(m.Text(), `"content":"hello"`) || len(m.ToolCalls) > 0 {
+			t.Errorf("the second movement carries the first one's messages: %+v", m)
+		}
+	}
+	user := second.Messages[1].Text()
+	if !strings.Contains(user, "## Lessons from previous steps\n- [first → second] the file is output/a.txt") {
+		t.Errorf("lessons not injected:\n%s", user)
+	}
+	if !strings.Contains(second.Messages[0].Text(), "**second** (this step)") {
+		t.Errorf("system prompt does not mark the current step")
+	}
+	got, err := os.ReadFile(filepath.Join(f.ws, "output", "a.txt"))
+	if err != nil || string(got) != "hello" {
+		t.Errorf("output/a.txt = %q, %v", got, err)
+	}
+	lines, _ := os.ReadFile(filepath.Join(f.ws, "logs", "lessons.jsonl"))
+	if n := strings.Count(string(lines), "\n"); n != 2 { // the lesson, and COMPLETE's summary as a lesson
+		t.Errorf("lessons.jsonl has %d lines, want 2:\n%s", n, lines)
+	}
+	if !strings.Contains(string(lines), `"lessons":"all done"`) {
+		t.Errorf("COMPLETE without lessons did not record its summary:\n%s", lines)
+	}
+}
+
+func TestVerifyFeedbackAccumulates(t *testing.T) {
+	f := newFixture(t, map[string]string{"two-step": twoStep})
+	f.srv.Script(
+		transition("second", "try 1"),
+		transition("first", "missing tests"),
+		transition("second", "try 2"),
+		transition("first", "tests fail"),
+		transition("second", "try 3"),
+		transition("COMPLETE", "good"),
+	)
+	fin := f.run(f.start("two-step", "x"))
+	if fin.To != core.JobSucceeded {
+		t.Fatalf("finish = %+v", fin)
+	}
+	third := f.srv.Requests()[4].Messages[1].Text() // the first movement's third run
+	want := "## Feedback from verification\nFix every point before anything else.\nRound 1:\nmissing tests\n\nRound 2:\ntests fail"
+	if !strings.Contains(third, want) {
+		t.Errorf("feedback not accumulated; prompt:\n%s", third)
+	}
+}
+
+func TestLessonsCap(t *testing.T) {
+	f := newFixture(t, map[string]string{"two-step": twoStep})
+	var steps []llmtest.Step
+	for i := range 5 {
+		next := "second"
+		if i%2 == 1 {
+			next = "first"
+		}
+		steps = append(steps, transition(next, "s", "lessons", fmt.Sprintf("lesson %d %s", i, strings.Repeat("x", 600))))
+	}
+	steps = append(steps, transition("COMPLETE", "ok"))
+	f.srv.Script(steps...)
+	f.run(f.start("two-step", "x"))
+	last := f.srv.Requests()[5].Messages[1].Text()
+	section := last[strings.Index(last, "## Lessons from previous steps"):]
+	section = section[:strings.Index(section, "\n\n## ")]
+	body := strings.TrimPrefix(section, "## Lessons from previous steps\n")
+	if n := len([]rune(body)); n > 2000 {
+		t.Errorf("lessons section is %d characters, want ≤ 2000", n)
+	}
+	if strings.Contains(body, "lesson 0") || !strings.Contains(body, "lesson 4") {
+		t.Errorf("want the oldest dropped and the newest kept:\n%s", body)
+	}
+	golden(t, "lessons_section_en.txt", section)
+}
+
+func TestChecklistInjected(t *testing.T) {
+	f := newFixture(t, map[string]string{"two-step": twoStep})
+	f.srv.Script(
+		llmtest.Call("Checklist", `{"action":"set","name":"plan","items":["read the report","write the summary"]}`),
+		llmtest.Call("Checklist", `{"action":"check","name":"plan","items":["read the report"]}`),
+		transition("second", "planned"),
+		transition("COMPLETE", "ok"),
+	)
+	f.run(f.start("two-step", "x"))
+	user := f.srv.Requests()[3].Messages[1].Text()
+	if !strings.Contains(user, "## Checklists") || !strings.Contains(user, "read the report") || !strings.Contains(user, "write the summary") {
+		t.Errorf("checklist not injected:\n%s", user)
+	}
+}
+
+func TestTransitionValidation(t *testing.T) {
+	f := newFixture(t, map[string]string{"two-step": twoStep})
+	f.srv.Script(
+		transition("COMPLETE", "not allowed in first"),
+		llmtest.Call("transition", `{"next_step": "second"`),
+		transition("second", "ok now"),
+		transition("ASK", "need input"), // ASK without a question
+		transition("ASK", "need input", "question", "Which file?"),
+	)
+	fin := f.run(f.start("two-step", "x"))
+	if fin.To != core.JobWaitingHuman || fin.Question != "Which file?" || fin.ResumeMovement != "second" {
+		t.Fatalf("finish = %+v, want waiting for 'Which file?' at second", fin)
+	}
+	reqs := f.srv.Requests()
+	last := func(i int) string { m := reqs[i].Messages; return m[len(m)-1].Text() }
+	if got := last(1); !strings.Contains(got, `next_step "COMPLETE" is not allowed here. Allowed values: second, ABORT.`) {
+		t.Errorf("invalid step answer = %q", got)
+	}
+	if got := last(2); !strings.Contains(got, "not valid JSON") {
+		t.Errorf("malformed JSON answer = %q", got)
+	}
+	if got := last(4); !strings.Contains(got, "ASK needs a question") {
+		t.Errorf("ASK without question answer = %q", got)
+	}
+	var schema struct {
+		Properties struct {
+			NextStep struct {
+				Enum []string `json:"enum"`
+			} `json:"next_step"`
+		} `json:"properties"`
+	}
+	for _, tool := range reqs[0].Tools {
+		if tool.Name == "transition" {
+			_ = json.Unmarshal(tool.Parameters, &schema)
+		}
+	}
+	if diff := cmp.Diff([]string{"second", "ABORT"}, schema.Properties.NextStep.Enum); diff != "" {
+		t.Errorf("transition enum (-want +got):\n%s", diff)
+	}
+}
+
+func TestInvalidTransitionsForceDefaultNext(t *testing.T) {
+	f := newFixture(t, map[string]string{"two-step": twoStep})
+	f.srv.Script(
+		transition("nowhere", "a"),
+		transition("nowhere", "b"),
+		transition("nowhere", "c"),
+		transition("COMPLETE", "second done"),
+	)
+	fin := f.run(f.start("two-step", "x"))
+	if fin.To != core.JobSucceeded {
+		t.Fatalf("finish = %+v", fin)
+	}
+	if n := len(f.srv.Requests()); n != 4 {
+		t.Errorf("%d requests, want 4 (3 refused, then the second movement)", n)
+	}
+}
+
+func TestTextOnlyReplies(t *testing.T) {
+	f := newFixture(t, map[string]string{"two-step": twoStep})
+	f.srv.Script(
+		llmtest.Text("thinking"),
+		llmtest.Text("still thinking"),
+		llmtest.Text("my final words"),
+		transition("COMPLETE", "done"),
+	)
+	fin := f.run(f.start("two-step", "x"))
+	if fin.To != core.JobSucceeded {
+		t.Fatalf("finish = %+v", fin)
+	}
+	reqs := f.srv.Requests()
+	reminders := 0
+	for _, m := range reqs[2].Messages {
+		if m.Role == "user" && strings.Contains(m.Text(), "You replied without calling a tool") {
+			reminders++
+		}
+	}
+	if reminders != 2 {
+		t.Errorf("%d reminders before the third request, want 2", reminders)
+	}
+	second := reqs[3].Messages[1].Text()
+	if !strings.Contains(second, "my final words") || !strings.Contains(second, "forced: the model replied 3 times without calling transition") {
+		t.Errorf("the forced transition's summary did not reach the next movement; prompt:\n%s", second)
+	}
+}
+
+func TestMaxIterationsForcesTransition(t *testing.T) {
+	const noDefault = `
+name: no-default
+movements:
+  - name: only
+    persona: You are a test.
+    instruction: Do it.
+    tools: [Read]
+    next: [COMPLETE]
+    max_iterations: 2
+`
+	f := newFixture(t, map[string]string{"no-default": noDefault})
+	f.srv.Script(
+		llmtest.Call("Read", `{"path":"input/missing.txt"}`),
+		llmtest.Call("Read", `{"path":"input/missing.txt"}`),
+	)
+	fin := f.run(f.start("no-default", "x"))
+	if fin.To != core.JobFailed || !strings.Contains(fin.Error, "limit of 2 model calls") {
+		t.Fatalf("finish = %+v, want failed (ABORT) naming the limit", fin)
+	}
+}
+
+func TestCallsInContentRecognised(t *testing.T) {
+	f := newFixture(t, map[string]string{"two-step": twoStep})
+	f.srv.Script(
+		llmtest.Text(`<tool_call>{"name": "transition", "arguments": {"next_step": "second", "summary": "from text"}}</tool_call>`),
+		llmtest.Text(`{"name": "transition", "arguments": {"next_step": "COMPLETE", "summary": "bare json"}}`),
+	)
+	fin := f.run(f.start("two-step", "x"))
+	if fin.To != core.JobSucceeded || fin.ResultSummary != "bare json" {
+		t.Fatalf("finish = %+v", fin)
+	}
+}
+
+func TestContextLevels(t *testing.T) {
+	f := newFixture(t, map[string]string{"two-step": twoStep})
+	// Window 100,000: 72k → warn, 86k → wrap-up prompt, 96k → forced.
+	f.srv.Script(
+		llmtest.Call("Read", `{"path":"input/none"}`).WithUsage(72000, 100),
+		llmtest.Call("Read", `{"path":"input/none"}`).WithUsage(86000, 100),
+		llmtest.Call("Read", `{"path":"input/none"}`).WithUsage(96000, 100),
+		transition("COMPLETE", "second done").WithUsage(1000, 10),
+	)
+	j := f.start("two-step", "x")
+	fin := f.run(j)
+	if fin.To != core.JobSucceeded {
+		t.Fatalf("finish = %+v", fin)
+	}
+	reqs := f.srv.Requests()
+	if len(reqs) != 4 {
+		t.Fatalf("%d requests, want 4 (three in first, one in second)", len(reqs))
+	}
+	wrapUps := func(r llmtest.Request) int {
+		n := 0
+		for _, m := range r.Messages {
+			if m.Role == "user" && strings.Contains(m.Text(), "Wrap up your work now") {
+				n++
+			}
+		}
+		return n
+	}
+	if wrapUps(reqs[1]) != 0 || wrapUps(reqs[2]) != 1 {
+		t.Errorf("wrap-up messages: %d in request 2, %d in request 3; want 0 and 1", wrapUps(reqs[1]), wrapUps(reqs[2]))
+	}
+	evs, _ := f.store.Events(context.Background(), j.ID)
+	var kinds []string
+	for _, e := range evs {
+		if strings.HasPrefix(e.Kind, "context_") {
+			kinds = append(kinds, e.Kind)
+		}
+	}
+	if diff := cmp.Diff([]string{"context_warn", "context_prompt", "context_force_transition"}, kinds); diff != "" {
+		t.Errorf("context events (-want +got):\n%s", diff)
+	}
+	second := reqs[3].Messages[1].Text()
+	if !strings.Contains(second, "forced: the context window is 96% full") {
+		t.Errorf("forced transition not recorded in the next movement's prompt")
+	}
+}
+
+// TestContextWorkedExample is SPEC §8's example: window 100,000, the first
+// response reports 96,000 prompt tokens, so before the second request the
+// movement is forced to default_next — here ABORT, as it has none.
+func TestContextWorkedExample(t *testing.T) {
+	const oneStep = `
+name: one-step
+movements:
+  - name: only
+    persona: You are a test.
+    instruction: Do it.
+    tools: [Read]
+    next: [COMPLETE]
+`
+	f := newFixture(t, map[string]string{"one-step": oneStep})
+	f.srv.Script(llmtest.Call("Read", `{"path":"input/none"}`).WithUsage(96000, 50))
+	fin := f.run(f.start("one-step", "x"))
+	if fin.To != core.JobFailed || !strings.Contains(fin.Error, "96% full") {
+		t.Fatalf("finish = %+v, want failed at 96%%", fin)
+	}
+	if n := len(f.srv.Requests()); n != 1 {
+		t.Errorf("%d requests, want 1", n)
+	}
+}
+
+func TestMaxMovementsBudget(t *testing.T) {
+	f := newFixture(t, map[string]string{"two-step": twoStep})
+	var steps []llmtest.Step
+	for i := range 6 {
+		if i%2 == 0 {
+			steps = append(steps, transition("second", "s"))
+		} else {
+			steps = append(steps, transition("first", "again"))
+		}
+	}
+	f.srv.Script(steps...)
+	fin := f.run(f.start("two-step", "x"))
+	if fin.To != core.JobFailed || !strings.Contains(fin.Error, "budget of 6 movements (max_movements)") {
+		t.Fatalf("finish = %+v", fin)
+	}
+}
+
+func TestTokenBudget(t *testing.T) {
+	f := newFixture(t, map[string]string{"two-step": twoStep}, func(c *engine.Config) { c.MaxTokensPerJob = 5000 })
+	f.srv.Script(llmtest.Call("Read", `{"path":"input/none"}`).WithUsage(4000, 1200))
+	fin := f.run(f.start("two-step", "x"))
+	if fin.To != core.JobFailed || !strings.Contains(fin.Error, "llm.max_tokens_per_job") {
+		t.Fatalf("finish = %+v", fin)
+	}
+}
+
+func TestModelFailureFailsJob(t *testing.T) {
+	f := newFixture(t, nil)
+	f.srv.Script(llmtest.Status(500))
+	fin := f.run(f.start("chat", "x"))
+	if fin.To != core.JobFailed || !strings.Contains(fin.Error, "language model") {
+		t.Fatalf("finish = %+v", fin)
+	}
+	if strings.Contains(fin.Error, "test-key") {
+		t.Errorf("the error shows the API key")
+	}
+}
+
+func TestAskResumesAtMovementWithLastComments(t *testing.T) {
+	f := newFixture(t, map[string]string{"two-step": twoStep})
+	f.comment(core.RoleUser, "alice", "make the report")
+	f.srv.Script(
+		transition("second", "drafted"),
+		transition("ASK", "need the year", "question", "Which year?"),
+	)
+	j := f.start("two-step", "make the report")
+	fin := f.run(j)
+	fin.Comments = []core.Comment{{TaskID: f.task.ID, Role: core.RoleBot, AuthorName: "baton", Text: fin.Question, CreatedAt: fixed}}
+	waiting := f.finish(j, fin)
+	f.comment(core.RoleUser, "alice", "2025, please")
+	if ok, err := f.store.ResumeJob(context.Background(), j.ID, waiting.WaitSeq); !ok || err != nil {
+		t.Fatalf("resume = %v, %v", ok, err)
+	}
+	j2, err := f.store.StartJob(context.Background(), j.ID, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.srv.Script(transition("COMPLETE", "report for 2025"))
+	fin = f.run(j2)
+	if fin.To != core.JobSucceeded {
+		t.Fatalf("finish = %+v", fin)
+	}
+	reqs := f.srv.Requests()
+	resumed := reqs[2]
+	if len(resumed.Messages) != 2 {
+		t.Errorf("the resumed movement starts with %d messages, want 2 (old messages not replayed)", len(resumed.Messages))
+	}
+	if !strings.Contains(resumed.Messages[0].Text(), "**second** (this step)") {
+		t.Errorf("did not resume at the asking movement")
+	}
+	user := resumed.Messages[1].Text()
+	if !strings.Contains(user, "Which year?") || !strings.Contains(user, "2025, please") {
+		t.Errorf("question and answer not among the last comments:\n%s", user)
+	}
+}
+
+func TestLongInstructionCutAndSaved(t *testing.T) {
+	f := newFixture(t, nil)
+	long := strings.Repeat("word ", 2000) // 10,000 characters
+	f.srv.Script(transition("COMPLETE", "ok"))
+	j := f.start("chat", long)
+	f.run(j)
+	user := f.srv.Requests()[0].Messages[1].Text()
+	saved := fmt.Sprintf("input/request-%d.txt", j.ID)
+	if !strings.Contains(user, "the full text (10000 characters) is in "+saved) {
+		t.Errorf("no cut note naming %s", saved)
+	}
+	got, err := os.ReadFile(filepath.Join(f.ws, saved))
+	if err != nil || string(got) != long {
+		t.Errorf("saved request: %d bytes, %v", len(got), err)
+	}
+}
+
+var _ = fstest.MapFS{}

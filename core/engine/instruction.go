@@ -1,0 +1,176 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/baton-bot/baton/core"
+	"github.com/baton-bot/baton/core/workspace"
+)
+
+// Limits of the enriched instruction (SPEC §7.1).
+const (
+	recentComments   = 5    // comments shown
+	commentRunes     = 500  // per comment
+	instructionRunes = 8000 // the request itself
+	listedFiles      = 50   // per directory
+)
+
+type commentLine struct{ At, Who, Text string }
+
+type fileLine struct{ Name, Size string }
+
+type dirLine struct {
+	Name  string
+	Files []fileLine
+	More  int
+}
+
+type instructionData struct {
+	Now          string
+	Comments     []commentLine
+	CommentLimit int
+	Dirs         []dirLine
+	Instruction  string
+}
+
+// enriched builds the job's first user prompt material: the date and time,
+// the last five comments of the task (people's messages and the bot's
+// questions and answers, not `!` commands nor the comment that is this job's
+// request), the input/ and output/ listings, and the request. Nothing else:
+// older comments, earlier movements and logs/ stay out.
+func (e *Engine) enriched(ctx context.Context, task core.Task, j core.Job, ws *workspace.Workspace) (string, error) {
+	now := e.cfg.Now().In(e.cfg.Location)
+	data := instructionData{Now: e.formatNow(now), CommentLimit: commentRunes}
+
+	// Fetch more than five: commands and the request itself are skipped.
+	recent, err := e.store.RecentComments(ctx, task.ID, 4*recentComments)
+	if err != nil {
+		return "", fmt.Errorf("recent comments of task %d: %w", task.ID, err)
+	}
+	request := strings.TrimSpace(j.Instruction)
+	skippedRequest := false
+	var kept []core.Comment
+	for i := len(recent) - 1; i >= 0 && len(kept) < recentComments; i-- {
+		c := recent[i]
+		text := strings.TrimSpace(c.Text)
+		if c.Role == core.RoleUser && strings.HasPrefix(text, "!") {
+			continue
+		}
+		if !skippedRequest && c.Role == core.RoleUser && text == request {
+			skippedRequest = true
+			continue
+		}
+		kept = append(kept, c)
+	}
+	for i := len(kept) - 1; i >= 0; i-- {
+		c := kept[i]
+		who := c.AuthorName
+		if who == "" {
+			who = c.AuthorID
+		}
+		if c.Role == core.RoleBot {
+			who = "Baton (bot)"
+		}
+		data.Comments = append(data.Comments, commentLine{
+			At:   c.CreatedAt.In(e.cfg.Location).Format("2006-01-02 15:04"),
+			Who:  who,
+			Text: e.cut(c.Text, commentRunes),
+		})
+	}
+
+	for _, dir := range []string{"input", "output"} {
+		files, more, err := ws.Files(dir, listedFiles)
+		if err != nil {
+			return "", fmt.Errorf("list %s/: %w", dir, err)
+		}
+		d := dirLine{Name: dir, More: more}
+		for _, f := range files {
+			d.Files = append(d.Files, fileLine{Name: f.Name, Size: humanSize(f.Size)})
+		}
+		data.Dirs = append(data.Dirs, d)
+	}
+
+	data.Instruction, err = e.request(j, ws)
+	if err != nil {
+		return "", err
+	}
+	return execute(e.text.instruction, data)
+}
+
+// request returns the job's instruction, cut at instructionRunes with the
+// full text saved to input/.
+func (e *Engine) request(j core.Job, ws *workspace.Workspace) (string, error) {
+	text := strings.ToValidUTF8(j.Instruction, "\uFFFD")
+	n := utf8.RuneCountInString(text)
+	if n <= instructionRunes {
+		return text, nil
+	}
+	rel := fmt.Sprintf("input/request-%d.txt", j.ID)
+	path, err := ws.ResolveWrite(rel)
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		return "", fmt.Errorf("save the full request: %w", err)
+	}
+	return prefixRunes(text, instructionRunes) + e.text.fill("instruction_cut", map[string]string{
+		"limit": strconv.Itoa(instructionRunes), "n": strconv.Itoa(n), "path": rel,
+	}), nil
+}
+
+// cut returns s cut to limit runes, marked when cut. Invalid UTF-8 is
+// replaced so that the prompt stays valid.
+func (e *Engine) cut(s string, limit int) string {
+	s = strings.ToValidUTF8(strings.TrimSpace(s), "\uFFFD")
+	n := utf8.RuneCountInString(s)
+	if n <= limit {
+		return s
+	}
+	return prefixRunes(s, limit) + e.text.fill("comment_cut", map[string]string{"n": strconv.Itoa(n - limit)})
+}
+
+// prefixRunes returns the first n runes of s.
+func prefixRunes(s string, n int) string {
+	i := 0
+	for j := range s {
+		if i == n {
+			return s[:j]
+		}
+		i++
+	}
+	return s
+}
+
+func (e *Engine) formatNow(t time.Time) string {
+	_, off := t.Zone()
+	sign := "+"
+	if off < 0 {
+		sign, off = "-", -off
+	}
+	zone := fmt.Sprintf("UTC%s%02d:%02d", sign, off/3600, off%3600/60)
+	if e.cfg.Locale == "ja" {
+		wd := [...]string{"日", "月", "火", "水", "木", "金", "土"}[t.Weekday()]
+		return fmt.Sprintf("%s（%s曜日）タイムゾーン %s（%s）", t.Format("2006-01-02 15:04"), wd, t.Location(), zone)
+	}
+	return fmt.Sprintf("%s (%s), time zone %s (%s)", t.Format("2006-01-02 15:04"), t.Weekday(), t.Location(), zone)
+}
+
+// humanSize formats a byte count.
+func humanSize(n int64) string {
+	switch {
+	case n < 1024:
+		return fmt.Sprintf("%d B", n)
+	case n < 1024*1024:
+		return fmt.Sprintf("%.1f KB", float64(n)/1024)
+	case n < 1024*1024*1024:
+		return fmt.Sprintf("%.1f MB", float64(n)/(1024*1024))
+	default:
+		return fmt.Sprintf("%.1f GB", float64(n)/(1024*1024*1024))
+	}
+}

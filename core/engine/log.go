@@ -1,0 +1,59 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/baton-bot/baton/core/llm"
+)
+
+// loggedMessage is a message as written to a movement's log: images are
+// replaced with their size so the log stays text.
+type loggedMessage struct {
+	Role       string         `json:"role"`
+	Content    string         `json:"content,omitempty"`
+	Parts      []string       `json:"parts,omitempty"`
+	ToolCalls  []llm.ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string         `json:"tool_call_id,omitempty"`
+	Name       string         `json:"name,omitempty"`
+}
+
+// writeMovementLog writes a movement's messages to
+// logs/movements/job<id>-<n>-<movement>.jsonl, capped at MovementLogBytes,
+// for debugging. It is never read back into a prompt.
+func (pr *pieceRun) writeMovementLog(movement string, msgs []llm.Message) {
+	dir := filepath.Join(pr.ws.Root(), "logs", "movements")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		pr.log.Warn("movement log", "err", err)
+		return
+	}
+	name := fmt.Sprintf("job%d-%02d-%s.jsonl", pr.job.ID, pr.job.MovementCount+1, movement)
+	f, err := os.Create(filepath.Join(dir, name))
+	if err != nil {
+		pr.log.Warn("movement log", "err", err)
+		return
+	}
+	defer f.Close()
+	limit := pr.e.cfg.MovementLogBytes
+	var written int64
+	for _, m := range msgs {
+		lm := loggedMessage{Role: m.Role, Content: m.Content, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID, Name: m.Name}
+		for _, p := range m.Parts {
+			if p.Type == llm.PartImage {
+				lm.Parts = append(lm.Parts, fmt.Sprintf("[image %s, %d bytes]", p.ImageMIME, len(p.ImageData)))
+			} else {
+				lm.Parts = append(lm.Parts, p.Text)
+			}
+		}
+		line, _ := json.Marshal(lm)
+		line = append(line, '\n')
+		if written+int64(len(line)) > limit {
+			fmt.Fprintf(f, "{\"note\":\"log cut at %d bytes\"}\n", limit)
+			return
+		}
+		n, _ := f.Write(line)
+		written += int64(n)
+	}
+}

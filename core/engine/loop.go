@@ -1,0 +1,264 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/baton-bot/baton/core/llm"
+	"github.com/baton-bot/baton/core/piece"
+	"github.com/baton-bot/baton/core/tools"
+)
+
+// textOnlyLimit is how many text-only replies in a row end a movement as a
+// transition to its default next step.
+const textOnlyLimit = 3
+
+// invalidLimit is how many invalid transition calls in a row force the
+// movement to its default next step.
+const invalidLimit = 3
+
+// movement is one agent loop: its messages never leave it.
+type movement struct {
+	pr    *pieceRun
+	mv    *piece.Movement
+	next  []string // allowed next steps for this job
+	tools map[string]tools.Tool
+	defs  []llm.ToolDef
+	msgs  []llm.Message
+	meter *meter
+}
+
+// runMovement runs mv from its system and user prompts until a transition,
+// chosen or forced.
+func (pr *pieceRun) runMovement(ctx context.Context, mv *piece.Movement, system, user string) (outcome, error) {
+	m := &movement{pr: pr, mv: mv, tools: map[string]tools.Tool{}}
+	for _, n := range mv.Next {
+		// A subtask's job cannot wait for subtasks of its own.
+		if n == piece.WaitSubtasks && pr.job.ParentJobID != 0 {
+			continue
+		}
+		m.next = append(m.next, n)
+	}
+	for _, name := range mv.Tools {
+		t, ok := pr.e.toolbox.Lookup(name)
+		if !ok {
+			continue // validated with the piece; a tool disabled at start (Bash without sandbox) is left out
+		}
+		if a, ok := t.(interface{ Available() (bool, string) }); ok {
+			if ok, _ := a.Available(); !ok {
+				continue
+			}
+		}
+		m.tools[name] = t
+		m.defs = append(m.defs, llm.ToolDef{Name: t.Name(), Description: t.Description(), Parameters: t.Schema()})
+	}
+	m.defs = append(m.defs, transitionDef(m.next))
+	m.meter = newMeter(pr.e.cfg.ContextWindow, pr.e.tokens, m.defs)
+	m.add(llm.Message{Role: llm.RoleSystem, Content: system})
+	m.add(llm.Message{Role: llm.RoleUser, Content: user})
+	defer pr.writeMovementLog(mv.Name, m.msgs)
+	return m.loop(ctx)
+}
+
+func (m *movement) add(msg llm.Message) {
+	m.msgs = append(m.msgs, msg)
+	m.meter.appended(msg)
+}
+
+func (m *movement) loop(ctx context.Context) (outcome, error) {
+	pr, e := m.pr, m.pr.e
+	textOnly, invalid := 0, 0
+	lastText := ""
+	model := m.mv.Model
+	if model == "" {
+		model = e.cfg.Model
+	}
+	for iter := 1; ; iter++ {
+		if iter > m.mv.MaxIterations {
+			return m.forced(lastText, e.text.fill("forced_iterations", map[string]string{"n": strconv.Itoa(m.mv.MaxIterations)})), nil
+		}
+		for _, msg := range pr.steering(ctx) {
+			m.add(msg)
+		}
+		if out, stop := m.checkContext(ctx, lastText); stop {
+			return out, nil
+		}
+		pr.iteration = iter
+		resp, err := e.model.Complete(ctx, llm.Request{Model: model, Messages: m.msgs, Tools: m.defs, MaxTokens: e.cfg.MaxOutputTokens, ToolChoice: llm.ToolChoiceAuto})
+		if err != nil {
+			if ctx.Err() != nil {
+				return outcome{}, ctx.Err()
+			}
+			return outcome{}, &failure{reason: fmt.Sprintf(e.text.msg("model_failed"), plainError(err))}
+		}
+		if err := pr.addUsage(ctx, m.mv.Name, resp.Usage, m.meter); err != nil {
+			return outcome{}, err
+		}
+		m.add(resp.Message)
+		m.meter.responded(resp.Usage)
+
+		calls := resp.Message.ToolCalls
+		if text := strings.TrimSpace(resp.Message.Content); text != "" {
+			lastText = text
+		}
+		if len(calls) == 0 {
+			textOnly++
+			if textOnly >= textOnlyLimit {
+				return m.forced(lastText, e.text.fill("forced_text_only", map[string]string{"n": strconv.Itoa(textOnly)})), nil
+			}
+			if textOnly >= e.cfg.ReminderAfter {
+				m.add(llm.Message{Role: llm.RoleUser, Content: e.text.msg("reminder")})
+			}
+			continue
+		}
+		textOnly = 0
+
+		var images []llm.Part
+		for i, call := range calls {
+			if call.Name == transitionTool {
+				out, problem := pr.parseTransition(call.Arguments, m.next)
+				if problem == "" {
+					m.add(llm.Message{Role: llm.RoleTool, ToolCallID: call.ID, Name: call.Name, Content: "ok"})
+					for _, rest := range calls[i+1:] {
+						m.add(llm.Message{Role: llm.RoleTool, ToolCallID: rest.ID, Name: rest.Name, Content: e.text.msg("tool_not_run")})
+					}
+					return out, nil
+				}
+				invalid++
+				_ = pr.event(ctx, "transition_refused", m.mv.Name, problem)
+				m.add(llm.Message{Role: llm.RoleTool, ToolCallID: call.ID, Name: call.Name, Content: problem})
+				continue
+			}
+			res, valid, err := m.callTool(ctx, call)
+			if err != nil {
+				return outcome{}, err
+			}
+			if valid {
+				invalid = 0
+			}
+			text := res.Text
+			for _, img := range res.Images {
+				images = append(images, llm.Part{Type: llm.PartImage, ImageMIME: img.MIME, ImageData: img.Data})
+			}
+			if len(res.Images) > 0 {
+				text = strings.TrimSpace(text + "\n" + e.text.fill("image_attached", map[string]string{"path": argPath(call.Arguments)}))
+			}
+			m.add(llm.Message{Role: llm.RoleTool, ToolCallID: call.ID, Name: call.Name, Content: text})
+		}
+		if len(images) > 0 {
+			// Images travel in a user message: most providers refuse them
+			// in tool results.
+			m.add(llm.Message{Role: llm.RoleUser, Parts: append([]llm.Part{{Type: llm.PartText, Text: e.text.msg("image_message")}}, images...)})
+		}
+		if invalid >= invalidLimit {
+			return m.forced(lastText, e.text.fill("forced_invalid", map[string]string{"n": strconv.Itoa(invalid)})), nil
+		}
+	}
+}
+
+// checkContext applies the context manager's ladder before a request. It
+// reports stop with the forced outcome when the window is too full to go on.
+func (m *movement) checkContext(ctx context.Context, lastText string) (outcome, bool) {
+	pr, e := m.pr, m.pr.e
+	ratio := m.meter.ratio()
+	for _, l := range m.meter.check(e.cfg.Levels) {
+		pct := strconv.Itoa(int(ratio * 100))
+		pr.level = l
+		_ = pr.event(ctx, "context_"+l.String(), m.mv.Name, fmt.Sprintf("context %s%% full (%d of %d tokens)", pct, m.meter.used(), m.meter.window))
+		switch l {
+		case levelPrompt:
+			m.add(llm.Message{Role: llm.RoleUser, Content: e.text.msg("wrap_up")})
+		}
+	}
+	if m.meter.fired[levelForce] {
+		return m.forced(lastText, e.text.fill("forced_context", map[string]string{"pct": strconv.Itoa(int(ratio * 100))})), true
+	}
+	return outcome{}, false
+}
+
+// forced returns the mechanical transition to the movement's default next
+// step (ABORT when it has none): not a judgement that the work is done.
+func (m *movement) forced(lastText, reason string) outcome {
+	next := m.mv.ForcedNext()
+	out := outcome{Next: next, Summary: forcedSummary(lastText, reason), Forced: reason}
+	switch next {
+	case piece.Ask:
+		out.Question = out.Summary
+	case piece.WaitSubtasks:
+		out.Next = piece.Abort
+		out.Summary = forcedSummary(lastText, reason+"; "+m.pr.e.text.msg("abort_forced_subtasks"))
+	}
+	return out
+}
+
+// callTool runs one tool call and returns its result; valid reports whether
+// the call named a tool of this movement with well-formed arguments.
+func (m *movement) callTool(ctx context.Context, call llm.ToolCall) (tools.Result, bool, error) {
+	pr, e := m.pr, m.pr.e
+	t, ok := m.tools[call.Name]
+	if !ok {
+		names := make([]string, 0, len(m.defs))
+		for _, d := range m.defs {
+			names = append(names, d.Name)
+		}
+		return tools.Result{IsError: true, Text: e.text.fill("unknown_tool", map[string]string{"name": strconv.Quote(call.Name), "tools": strings.Join(names, ", ")})}, false, nil
+	}
+	args := json.RawMessage(call.Arguments)
+	if strings.TrimSpace(call.Arguments) == "" {
+		args = json.RawMessage("{}")
+	}
+	var probe map[string]any
+	if err := json.Unmarshal(args, &probe); err != nil {
+		return tools.Result{IsError: true, Text: e.text.fill("bad_arguments", map[string]string{"err": err.Error()})}, false, nil
+	}
+	env := &tools.Env{
+		WS:      pr.ws,
+		Budget:  tools.Budget(e.cfg.ContextWindow, m.meter.used(), e.cfg.MaxOutputTokens, e.cfg.ToolResultMaxTokens),
+		Network: m.mv.Network,
+		Tokens:  e.tokens,
+		Logger:  pr.log,
+	}
+	res := tools.Safe(ctx, t, env, args)
+	if err := context.Cause(ctx); err != nil && ctx.Err() != nil {
+		return res, true, err
+	}
+	detail := call.Name + " " + clipRunes(call.Arguments, 300)
+	if res.IsError {
+		detail += " → error: " + clipRunes(res.Text, 300)
+	}
+	_ = pr.event(ctx, "tool", m.mv.Name, detail)
+	return res, true, nil
+}
+
+// argPath returns the "path" argument of a call, for notes.
+func argPath(args string) string {
+	var a struct {
+		Path string `json:"path"`
+	}
+	_ = json.Unmarshal([]byte(args), &a)
+	return a.Path
+}
+
+// clipRunes cuts s to n runes.
+func clipRunes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return prefixRunes(s, n) + "…"
+}
+
+// plainError says what went wrong with the model without internals.
+func plainError(err error) string {
+	if errors.Is(err, llm.ErrUnavailable) {
+		return err.Error()
+	}
+	var se *llm.StatusError
+	if errors.As(err, &se) {
+		return se.Error()
+	}
+	return err.Error()
+}

@@ -1,0 +1,123 @@
+package engine
+
+import (
+	"github.com/baton-bot/baton/core/llm"
+	"github.com/baton-bot/baton/core/tokens"
+)
+
+// imageTokens is what one image part is assumed to cost when the provider
+// reports no usage: a high-detail 1024×1024 image costs about 765 tokens
+// with OpenAI's models; others are in the same range.
+const imageTokens = 1000
+
+// messageOverhead is the per-message framing (role, separators) that chat
+// formats add around the content.
+const messageOverhead = 4
+
+// level is a rung of the context manager's ladder.
+type level int
+
+const (
+	levelNone level = iota
+	levelWarn
+	levelPrompt
+	levelForce
+	levelExhausted
+)
+
+func (l level) String() string {
+	return [...]string{"ok", "warn", "prompt", "force_transition", "exhausted"}[l]
+}
+
+// meter tracks how full a movement's context window is. Before every
+// request it computes (P + C + N) / window, where P and C are the last
+// response's prompt and completion tokens and N the tokens of what was
+// appended since, counted with the tokenizer; when the provider reports no
+// usage, the whole request is counted. Each message is counted once, when
+// it is appended, so a turn costs the tokenizer only its new content.
+type meter struct {
+	window  int
+	counter tokens.Counter
+
+	counts    []int // tokens of each message, parallel to the messages
+	total     int   // sum of counts
+	toolDefs  int   // tokens of the tool definitions
+	reported  bool  // the last response carried usage
+	lastP     int   // its prompt tokens
+	lastC     int   // its completion tokens
+	sinceLast int   // tokens appended after it
+	fired     [levelExhausted + 1]bool
+}
+
+func newMeter(window int, counter tokens.Counter, defs []llm.ToolDef) *meter {
+	m := &meter{window: window, counter: counter}
+	for _, d := range defs {
+		m.toolDefs += counter.Count(d.Name) + counter.Count(d.Description) + counter.Count(string(d.Parameters))
+	}
+	return m
+}
+
+// count returns the tokens of one message.
+func (m *meter) count(msg llm.Message) int {
+	n := messageOverhead + m.counter.Count(msg.Content)
+	for _, p := range msg.Parts {
+		if p.Type == llm.PartImage {
+			n += imageTokens
+		} else {
+			n += m.counter.Count(p.Text)
+		}
+	}
+	for _, c := range msg.ToolCalls {
+		n += m.counter.Count(c.Name) + m.counter.Count(c.Arguments)
+	}
+	return n
+}
+
+// appended records a message added to the conversation.
+func (m *meter) appended(msg llm.Message) {
+	n := m.count(msg)
+	m.counts = append(m.counts, n)
+	m.total += n
+	m.sinceLast += n
+}
+
+// responded records the usage of a response; the assistant message itself
+// must be recorded with appended first.
+func (m *meter) responded(u llm.Usage) {
+	if !u.Reported {
+		m.reported = false
+		return
+	}
+	m.reported = true
+	m.lastP, m.lastC, m.sinceLast = u.PromptTokens, u.CompletionTokens, 0
+}
+
+// used returns the tokens the next request will hold.
+func (m *meter) used() int {
+	if m.reported {
+		return m.lastP + m.lastC + m.sinceLast
+	}
+	return m.total + m.toolDefs
+}
+
+// ratio returns used / window.
+func (m *meter) ratio() float64 {
+	return float64(m.used()) / float64(m.window)
+}
+
+// check returns the levels newly reached, lowest first; each level fires
+// at most once per movement.
+func (m *meter) check(lv Levels) []level {
+	r := m.ratio()
+	var out []level
+	for _, x := range []struct {
+		l level
+		t float64
+	}{{levelWarn, lv.Warn}, {levelPrompt, lv.Prompt}, {levelForce, lv.Force}, {levelExhausted, lv.Exhausted}} {
+		if r >= x.t && !m.fired[x.l] {
+			m.fired[x.l] = true
+			out = append(out, x.l)
+		}
+	}
+	return out
+}

@@ -1,0 +1,464 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/baton-bot/baton/core"
+	"github.com/baton-bot/baton/core/llm"
+	"github.com/baton-bot/baton/core/piece"
+	"github.com/baton-bot/baton/core/tools"
+	"github.com/baton-bot/baton/core/worker"
+	"github.com/baton-bot/baton/core/workspace"
+)
+
+// lessonsLimit caps the lessons section (characters); the oldest lessons
+// are dropped first.
+const lessonsLimit = 2000
+
+// handoverLimit caps the previous movement's summary given to the next one.
+const handoverLimit = 2000
+
+// carried is what crosses from one movement to the next, persisted with
+// the job's progress (the jobs.lessons column) so that a redelivered job
+// resumes with it.
+type carried struct {
+	Lessons  []lesson            `json:"lessons,omitempty"`
+	Feedback map[string][]string `json:"feedback,omitempty"` // verify feedback by target movement
+	Git      string              `json:"git,omitempty"`      // excerpt for the next movement
+	Handover string              `json:"handover,omitempty"` // the previous movement's summary
+}
+
+type lesson struct {
+	Movement string `json:"movement"`
+	Next     string `json:"next_step"`
+	Text     string `json:"lessons"`
+}
+
+// pieceRun is one attempt of a job through its piece.
+type pieceRun struct {
+	e     *Engine
+	r     *worker.Run
+	job   core.Job
+	task  core.Task
+	piece *piece.Piece
+	ws    *workspace.Workspace
+	state carried
+	log   *slog.Logger
+
+	mu               sync.Mutex
+	movement         string // guarded by mu: for status
+	iteration        int
+	level            level
+	promptTokens     int64
+	completionTokens int64
+}
+
+func (e *Engine) newPieceRun(ctx context.Context, r *worker.Run, p *piece.Piece) (*pieceRun, error) {
+	task, err := e.store.Task(ctx, r.Job.TaskID)
+	if err != nil {
+		return nil, fmt.Errorf("task of job %d: %w", r.Job.ID, err)
+	}
+	ws, err := workspace.Open(task.Workspace)
+	if err != nil {
+		return nil, fmt.Errorf("workspace of task %d: %w", task.ID, err)
+	}
+	pr := &pieceRun{
+		e: e, r: r, job: r.Job, task: task, piece: p, ws: ws,
+		log:          e.cfg.Logger.With("task", task.ID, "job", r.Job.ID),
+		promptTokens: r.Job.PromptTokens, completionTokens: r.Job.CompletionTokens,
+	}
+	if r.Job.Lessons != "" {
+		if err := json.Unmarshal([]byte(r.Job.Lessons), &pr.state); err != nil {
+			pr.log.Warn("carried lessons unreadable; starting without them", "err", err)
+		}
+	}
+	return pr, nil
+}
+
+// run drives the movements from where the job stands to an outcome.
+func (pr *pieceRun) run(ctx context.Context) (core.Finish, error) {
+	e, j := pr.e, &pr.job
+	name := j.Movement
+	if j.ResumeMovement != "" {
+		name = j.ResumeMovement
+	}
+	if _, ok := pr.piece.Movement(name); !ok {
+		name = pr.piece.InitialMovement
+	}
+	resumedFromSubtasks := j.ResumeMovement != "" && j.WaitSeq > 0
+
+	enriched, err := e.enriched(ctx, pr.task, *j, pr.ws)
+	if err != nil {
+		return core.Finish{}, err
+	}
+	for {
+		if j.MovementCount >= pr.piece.MaxMovements {
+			return core.Finish{}, &failure{reason: fmt.Sprintf(e.text.msg("budget_movements"), pr.piece.MaxMovements)}
+		}
+		mv, _ := pr.piece.Movement(name)
+		pr.mu.Lock()
+		pr.movement, pr.iteration, pr.level = name, 0, levelNone
+		pr.mu.Unlock()
+		if err := pr.save(ctx, name); err != nil {
+			return core.Finish{}, err
+		}
+		_ = pr.event(ctx, "movement_started", name, fmt.Sprintf("%d/%d", j.MovementCount+1, pr.piece.MaxMovements))
+
+		system, user, err := pr.prompts(ctx, mv, enriched, resumedFromSubtasks)
+		if err != nil {
+			return core.Finish{}, err
+		}
+		resumedFromSubtasks = false
+		pr.state.Git = ""
+
+		out, err := pr.runMovement(ctx, mv, system, user)
+		if err != nil {
+			return core.Finish{}, err
+		}
+		j.MovementCount++
+		detail := out.Next
+		if out.Forced != "" {
+			detail += " (" + out.Forced + ")"
+		}
+		_ = pr.event(ctx, "movement_finished", name, detail)
+
+		pr.recordLesson(name, out)
+		pr.state.Handover = ""
+		if !piece.IsSentinel(out.Next) {
+			if mv.Verify {
+				if pr.state.Feedback == nil {
+					pr.state.Feedback = map[string][]string{}
+				}
+				pr.state.Feedback[out.Next] = append(pr.state.Feedback[out.Next], out.Summary)
+			} else {
+				pr.state.Handover = pr.e.text.fill("handover", map[string]string{"movement": name, "summary": clipRunes(strings.TrimSpace(out.Summary), handoverLimit)})
+			}
+		}
+		if mv.GitContext {
+			pr.state.Git = gitExcerpt(ctx, pr.ws.Root())
+		}
+
+		switch out.Next {
+		case piece.Complete:
+			if err := pr.save(ctx, name); err != nil {
+				return core.Finish{}, err
+			}
+			return core.Finish{To: core.JobSucceeded, ResultSummary: out.Summary}, nil
+		case piece.Ask:
+			if err := pr.save(ctx, name); err != nil {
+				return core.Finish{}, err
+			}
+			return core.Finish{To: core.JobWaitingHuman, Question: out.Question, ResumeMovement: name, ResultSummary: out.Summary}, nil
+		case piece.Abort:
+			if err := pr.save(ctx, name); err != nil {
+				return core.Finish{}, err
+			}
+			return core.Finish{To: core.JobFailed, Error: out.Summary, ResultSummary: out.Summary}, nil
+		case piece.WaitSubtasks:
+			if err := pr.save(ctx, name); err != nil {
+				return core.Finish{}, err
+			}
+			children, err := pr.children(ctx, out.Subtasks)
+			if err != nil {
+				return core.Finish{}, err
+			}
+			return core.Finish{To: core.JobWaitingSubtasks, ResumeMovement: name, ResultSummary: out.Summary, Children: children}, nil
+		default:
+			name = out.Next
+		}
+	}
+}
+
+// prompts renders a movement's system and first user prompt.
+func (pr *pieceRun) prompts(ctx context.Context, mv *piece.Movement, enriched string, withSubtasks bool) (string, string, error) {
+	e := pr.e
+	names := make([]string, len(pr.piece.Movements))
+	for i, m := range pr.piece.Movements {
+		names[i] = m.Name
+	}
+	next := mv.Next
+	if pr.job.ParentJobID != 0 {
+		next = without(next, piece.WaitSubtasks)
+	}
+	system, err := execute(e.text.system, map[string]any{
+		"Persona": strings.TrimSpace(mv.Persona.For(e.cfg.Locale)), "Piece": pr.piece.Name,
+		"Description": pr.piece.Description.For(e.cfg.Locale), "Movements": names, "Movement": mv.Name,
+		"Next": next, "CanAsk": contains(next, piece.Ask), "CanSplit": contains(next, piece.WaitSubtasks),
+	})
+	if err != nil {
+		return "", "", err
+	}
+	checklists, err := tools.LoadChecklists(pr.ws)
+	if err != nil {
+		pr.log.Warn("checklists unreadable", "err", err)
+	}
+	var subtasks string
+	if withSubtasks {
+		if subtasks, err = pr.subtaskResults(ctx); err != nil {
+			return "", "", err
+		}
+	}
+	user, err := execute(e.text.user, map[string]any{
+		"Enriched":   enriched,
+		"Lessons":    pr.lessonsSection(),
+		"Feedback":   pr.feedbackSection(mv.Name),
+		"Subtasks":   subtasks,
+		"Checklists": strings.TrimSpace(checklists),
+		"Git":        pr.state.Git,
+		"Handover":   pr.state.Handover,
+		"Movement":   mv.Name,
+		"Instruction": strings.TrimSpace(mv.Render(e.cfg.Locale, piece.Vars{
+			Task: pr.job.Instruction, MovementCount: pr.job.MovementCount, MaxMovements: pr.piece.MaxMovements, Iteration: 1,
+		})),
+	})
+	return system, user, err
+}
+
+func without(list []string, s string) []string {
+	out := make([]string, 0, len(list))
+	for _, v := range list {
+		if v != s {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// recordLesson keeps a movement's lessons for the following movements and
+// appends them to logs/lessons.jsonl. A COMPLETE without lessons records its
+// summary as the lesson.
+func (pr *pieceRun) recordLesson(movement string, out outcome) {
+	text := strings.TrimSpace(out.Lessons)
+	if text == "" && out.Next == piece.Complete {
+		text = strings.TrimSpace(out.Summary)
+	}
+	if text == "" {
+		return
+	}
+	pr.state.Lessons = append(pr.state.Lessons, lesson{Movement: movement, Next: out.Next, Text: text})
+	line, _ := json.Marshal(map[string]any{
+		"at": pr.e.cfg.Now().UTC().Format(time.RFC3339), "job": pr.job.ID, "movement": movement, "next_step": out.Next, "lessons": text,
+	})
+	f, err := os.OpenFile(filepath.Join(pr.ws.Root(), "logs", "lessons.jsonl"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		pr.log.Warn("writing lessons.jsonl failed", "err", err)
+		return
+	}
+	defer f.Close()
+	if _, err := f.Write(append(line, '\n')); err != nil {
+		pr.log.Warn("writing lessons.jsonl failed", "err", err)
+	}
+}
+
+// lessonsSection renders the carried lessons, newest kept, within
+// lessonsLimit characters.
+func (pr *pieceRun) lessonsSection() string {
+	var lines []string
+	size := 0
+	for i := len(pr.state.Lessons) - 1; i >= 0; i-- {
+		l := pr.state.Lessons[i]
+		line := pr.e.text.fill("lesson_line", map[string]string{"movement": l.Movement, "next": l.Next, "text": l.Text})
+		n := len([]rune(line)) + 1
+		if size+n > lessonsLimit {
+			if len(lines) == 0 { // one lesson alone over the cap keeps its head
+				lines = append(lines, prefixRunes(line, lessonsLimit-1)+"…")
+			}
+			break
+		}
+		size += n
+		lines = append(lines, line)
+	}
+	for i, j := 0, len(lines)-1; i < j; i, j = i+1, j-1 {
+		lines[i], lines[j] = lines[j], lines[i]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// feedbackSection renders the verify feedback accumulated for movement.
+func (pr *pieceRun) feedbackSection(movement string) string {
+	rounds := pr.state.Feedback[movement]
+	if len(rounds) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	for i, f := range rounds {
+		if i > 0 {
+			b.WriteString("\n\n")
+		}
+		b.WriteString(pr.e.text.fill("feedback_round", map[string]string{"n": strconv.Itoa(i + 1)}))
+		b.WriteString("\n")
+		b.WriteString(strings.TrimSpace(f))
+	}
+	return b.String()
+}
+
+// save persists the job's progress: the movement running or last run, the
+// movements counted, the carried state and the tokens used.
+func (pr *pieceRun) save(ctx context.Context, movement string) error {
+	state, _ := json.Marshal(pr.state)
+	pr.mu.Lock()
+	p := core.Progress{
+		Movement: movement, MovementCount: pr.job.MovementCount, Iteration: pr.iteration, Lessons: string(state),
+		PromptTokens: pr.promptTokens, CompletionTokens: pr.completionTokens,
+	}
+	pr.mu.Unlock()
+	return pr.r.Save(ctx, p)
+}
+
+// addUsage accounts one response's tokens and enforces the job's budget.
+func (pr *pieceRun) addUsage(ctx context.Context, movement string, u llm.Usage, m *meter) error {
+	prompt, completion := int64(u.PromptTokens), int64(u.CompletionTokens)
+	if !u.Reported {
+		prompt, completion = int64(m.used()), 0
+	}
+	pr.mu.Lock()
+	pr.promptTokens += prompt
+	pr.completionTokens += completion
+	total := pr.promptTokens + pr.completionTokens
+	pr.mu.Unlock()
+	_ = pr.event(ctx, "usage", movement, fmt.Sprintf("prompt=%d completion=%d cached=%d reported=%t", prompt, completion, u.CachedTokens, u.Reported))
+	if max := pr.e.cfg.MaxTokensPerJob; max > 0 && total > max {
+		return &failure{reason: fmt.Sprintf(pr.e.text.msg("budget_tokens"), total, max)}
+	}
+	return nil
+}
+
+// event records a job event, logging rather than failing on error.
+func (pr *pieceRun) event(ctx context.Context, kind, movement, detail string) error {
+	err := pr.r.Event(context.WithoutCancel(ctx), kind, movement, detail)
+	if err != nil {
+		pr.log.Warn("recording a job event failed", "kind", kind, "err", err)
+	}
+	return err
+}
+
+// steering returns messages to hand the agent before its next request.
+func (pr *pieceRun) steering(ctx context.Context) []llm.Message { return nil }
+
+// children creates the child tasks of WAIT_SUBTASKS, each with a copy of
+// the parent's input/, and returns their jobs for the store to create with
+// the parent's transition. Creating them again (a retried attempt) finds the
+// same tasks.
+func (pr *pieceRun) children(ctx context.Context, subs []subtask) ([]core.Job, error) {
+	jobs := make([]core.Job, 0, len(subs))
+	for i, s := range subs {
+		t, _, err := pr.e.store.EnsureTask(ctx, core.Task{
+			ParentTaskID: pr.task.ID,
+			Thread: core.ThreadRef{Platform: core.PlatformSubtask, Channel: strconv.FormatInt(pr.task.ID, 10),
+				Thread: fmt.Sprintf("job%d.wait%d.%d", pr.job.ID, pr.job.WaitSeq+1, i+1)},
+			OwnerUser: pr.task.OwnerUser,
+			Title:     s.Title,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("create subtask %d: %w", i+1, err)
+		}
+		cws, err := workspace.Open(t.Workspace)
+		if err != nil {
+			return nil, fmt.Errorf("workspace of subtask %d: %w", i+1, err)
+		}
+		if err := copyTree(filepath.Join(pr.ws.Root(), "input"), filepath.Join(cws.Root(), "input")); err != nil {
+			return nil, fmt.Errorf("copy input/ to subtask %d: %w", i+1, err)
+		}
+		p := s.Piece
+		if p == "" {
+			p = pr.e.cfg.DefaultPiece
+		}
+		jobs = append(jobs, core.Job{TaskID: t.ID, ParentJobID: pr.job.ID, Piece: p, Instruction: s.Instruction})
+	}
+	return jobs, nil
+}
+
+// subtaskResults renders each child job's state, summary and output files,
+// copying the files into the parent's input/subtasks/<task>/ so that the
+// parent's tools can read them.
+func (pr *pieceRun) subtaskResults(ctx context.Context) (string, error) {
+	kids, err := pr.e.store.Jobs(ctx, core.JobFilter{ParentJobID: pr.job.ID})
+	if err != nil {
+		return "", fmt.Errorf("subtasks of job %d: %w", pr.job.ID, err)
+	}
+	var lines []string
+	for i := len(kids) - 1; i >= 0; i-- { // oldest first
+		k := kids[i]
+		t, err := pr.e.store.Task(ctx, k.TaskID)
+		if err != nil {
+			return "", err
+		}
+		summary := k.ResultSummary
+		if k.State != core.JobSucceeded && k.Error != "" {
+			summary = k.Error
+		}
+		if summary != "" {
+			summary = ": " + clipRunes(strings.TrimSpace(summary), 1500)
+		}
+		var files string
+		dst := filepath.Join("input", "subtasks", strconv.FormatInt(t.ID, 10))
+		if n, err := copyFiles(filepath.Join(t.Workspace, "output"), filepath.Join(pr.ws.Root(), dst)); err == nil && n > 0 {
+			files = " (files: " + dst + "/)"
+		}
+		lines = append(lines, pr.e.text.fill("subtask_line", map[string]string{
+			"title": t.Title, "state": string(k.State), "summary": summary, "files": files,
+		}))
+	}
+	return strings.Join(lines, "\n"), nil
+}
+
+// copyTree copies the regular files under src to dst; a missing src copies
+// nothing. Symlinks are not followed.
+func copyTree(src, dst string) error {
+	_, err := copyFiles(src, dst)
+	return err
+}
+
+func copyFiles(src, dst string) (int, error) {
+	n := 0
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		rel, _ := filepath.Rel(src, p)
+		if err := copyFile(p, filepath.Join(dst, rel)); err != nil {
+			return err
+		}
+		n++
+		return nil
+	})
+	return n, err
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
