@@ -164,6 +164,17 @@ func (m *Memory) Enqueue(ctx context.Context, jobID int64) error {
 // Claim implements core.Queue. It waits on a wake-up channel, not by
 // polling.
 func (m *Memory) Claim(ctx context.Context, wait time.Duration) (core.Lease, error) {
+	ls, err := m.ClaimBatch(ctx, 1, wait)
+	if err != nil {
+		return core.Lease{}, err
+	}
+	return ls[0], nil
+}
+
+// ClaimBatch takes up to n ready jobs at once, waiting up to wait for the
+// first; it returns core.ErrNoJob when none came.
+func (m *Memory) ClaimBatch(ctx context.Context, n int, wait time.Duration) ([]core.Lease, error) {
+	n = max(n, 1)
 	end := time.Now().Add(wait)
 	var timer *time.Timer
 	defer func() {
@@ -172,13 +183,13 @@ func (m *Memory) Claim(ctx context.Context, wait time.Duration) (core.Lease, err
 		}
 	}()
 	for {
-		l, wake, next, err := m.claimOnce()
-		if err != nil || l.JobID != 0 {
-			return l, err
+		ls, wake, next, err := m.claimOnce(n)
+		if err != nil || len(ls) > 0 {
+			return ls, err
 		}
 		left := time.Until(end)
 		if left <= 0 {
-			return core.Lease{}, core.ErrNoJob
+			return nil, core.ErrNoJob
 		}
 		if next >= 0 {
 			left = min(left, next)
@@ -192,18 +203,18 @@ func (m *Memory) Claim(ctx context.Context, wait time.Duration) (core.Lease, err
 		case <-wake:
 		case <-timer.C:
 		case <-ctx.Done():
-			return core.Lease{}, ctx.Err()
+			return nil, ctx.Err()
 		}
 	}
 }
 
-// claimOnce leases the next ready job. Without one it returns the channel
+// claimOnce leases up to n ready jobs. Without one it returns the channel
 // that signals a change and the time until the next retry is due, or -1.
-func (m *Memory) claimOnce() (core.Lease, <-chan struct{}, time.Duration, error) {
+func (m *Memory) claimOnce(n int) ([]core.Lease, <-chan struct{}, time.Duration, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
-		return core.Lease{}, nil, 0, core.ErrClosed
+		return nil, nil, 0, core.ErrClosed
 	}
 	now := m.opts.Now()
 	for m.retry.Len() > 0 && !m.retry[0].due.After(now) {
@@ -212,7 +223,8 @@ func (m *Memory) claimOnce() (core.Lease, <-chan struct{}, time.Duration, error)
 			m.ready(e.id, j, false)
 		}
 	}
-	for m.pending.Len() > 0 {
+	var out []core.Lease
+	for m.pending.Len() > 0 && len(out) < n {
 		e := m.pending.Remove(m.pending.Front()).(memEntry)
 		j := m.jobs[e.id]
 		if j == nil || j.pos != posPending || j.gen != e.gen {
@@ -225,13 +237,16 @@ func (m *Memory) claimOnce() (core.Lease, <-chan struct{}, time.Duration, error)
 		j.attempt++
 		j.deadline = now.Add(m.opts.Lease)
 		m.move(e.id, j, posActive)
-		return core.Lease{JobID: e.id, Attempt: j.attempt, Failures: j.failures, Deadline: j.deadline}, nil, 0, nil
+		out = append(out, core.Lease{JobID: e.id, Attempt: j.attempt, Failures: j.failures, Deadline: j.deadline})
+	}
+	if len(out) > 0 {
+		return out, nil, 0, nil
 	}
 	next := time.Duration(-1)
 	if m.retry.Len() > 0 {
 		next = max(m.retry[0].due.Sub(now), 0)
 	}
-	return core.Lease{}, m.wake, next, nil
+	return nil, m.wake, next, nil
 }
 
 // Heartbeat implements core.Queue.
@@ -272,6 +287,21 @@ func (m *Memory) Ack(ctx context.Context, l core.Lease) error {
 	}
 	if j := m.current(l, posActive, posRetry); j != nil {
 		m.move(l.JobID, j, posDone)
+	}
+	return nil
+}
+
+// AckBatch acks every lease in one step; stale ones change nothing.
+func (m *Memory) AckBatch(ctx context.Context, leases []core.Lease) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return core.ErrClosed
+	}
+	for _, l := range leases {
+		if j := m.current(l, posActive, posRetry); j != nil {
+			m.move(l.JobID, j, posDone)
+		}
 	}
 	return nil
 }

@@ -107,18 +107,33 @@ func (r *Redis) Enqueue(ctx context.Context, jobID int64) error {
 // job is ready it blocks on the doorbell, holding one connection of the
 // client's pool.
 func (r *Redis) Claim(ctx context.Context, wait time.Duration) (core.Lease, error) {
-	if err := r.check(); err != nil {
+	ls, err := r.ClaimBatch(ctx, 1, wait)
+	if err != nil {
 		return core.Lease{}, err
 	}
+	return ls[0], nil
+}
+
+// maxBatch bounds one claim or ack script, so that no single script holds
+// the server for long.
+const maxBatch = 256
+
+// ClaimBatch takes up to n ready jobs in one round trip, waiting up to wait
+// for the first; it returns core.ErrNoJob when none came.
+func (r *Redis) ClaimBatch(ctx context.Context, n int, wait time.Duration) ([]core.Lease, error) {
+	if err := r.check(); err != nil {
+		return nil, err
+	}
+	n = min(max(n, 1), maxBatch)
 	end := time.Now().Add(wait)
 	for {
-		l, next, err := r.claimOnce(ctx)
-		if err != nil || l.JobID != 0 {
-			return l, err
+		ls, next, err := r.claimOnce(ctx, n)
+		if err != nil || len(ls) > 0 {
+			return ls, err
 		}
 		left := time.Until(end)
 		if left <= 0 {
-			return core.Lease{}, core.ErrNoJob
+			return nil, core.ErrNoJob
 		}
 		block := min(left, maxBlock)
 		if next >= 0 {
@@ -127,34 +142,34 @@ func (r *Redis) Claim(ctx context.Context, wait time.Duration) (core.Lease, erro
 			block = min(block, next+time.Millisecond)
 		}
 		if err := r.await(ctx, block); err != nil {
-			return core.Lease{}, err
+			return nil, err
 		}
 	}
 }
 
-// claimOnce runs the claim script. Without a job it returns the time until
-// the next retry is due, or -1.
-func (r *Redis) claimOnce(ctx context.Context) (core.Lease, time.Duration, error) {
+// claimOnce runs the claim script for up to n jobs. Without a job it
+// returns the time until the next retry is due, or -1.
+func (r *Redis) claimOnce(ctx context.Context, n int) ([]core.Lease, time.Duration, error) {
 	v, err := claimScript.Run(ctx, r.client, []string{r.pending, r.active, r.retry},
-		r.jobPrefix, r.leaseMS, r.ttlSec).Int64Slice()
+		r.jobPrefix, r.leaseMS, r.ttlSec, n).Int64Slice()
 	if err != nil {
-		return core.Lease{}, 0, fmt.Errorf("claim: %w", translate(err))
+		return nil, 0, fmt.Errorf("claim: %w", translate(err))
 	}
 	if len(v) == 2 && v[0] == 0 {
 		if v[1] < 0 {
-			return core.Lease{}, -1, nil
+			return nil, -1, nil
 		}
-		return core.Lease{}, time.Duration(v[1]) * time.Millisecond, nil
+		return nil, time.Duration(v[1]) * time.Millisecond, nil
 	}
-	if len(v) != 5 {
-		return core.Lease{}, 0, fmt.Errorf("claim: unexpected reply %v", v)
+	if len(v) < 2 || v[0] < 1 || int64(len(v)) != 2+3*v[0] {
+		return nil, 0, fmt.Errorf("claim: unexpected reply %v", v)
 	}
-	return core.Lease{
-		JobID:    v[1],
-		Attempt:  v[2],
-		Failures: int(v[3]),
-		Deadline: time.UnixMilli(v[4]),
-	}, 0, nil
+	deadline := time.UnixMilli(v[1])
+	ls := make([]core.Lease, 0, v[0])
+	for i := 2; i < len(v); i += 3 {
+		ls = append(ls, core.Lease{JobID: v[i], Attempt: v[i+1], Failures: int(v[i+2]), Deadline: deadline})
+	}
+	return ls, 0, nil
 }
 
 // await waits up to d for a doorbell token. Returning without a token (the
@@ -250,6 +265,27 @@ func (r *Redis) Ack(ctx context.Context, l core.Lease) error {
 		l.JobID, l.Attempt, r.ttlSec).Err()
 	if err != nil {
 		return fmt.Errorf("ack job %d attempt %d: %w", l.JobID, l.Attempt, translate(err))
+	}
+	return nil
+}
+
+// AckBatch acks every lease in as few round trips as it can; stale ones
+// change nothing.
+func (r *Redis) AckBatch(ctx context.Context, leases []core.Lease) error {
+	if err := r.check(); err != nil {
+		return err
+	}
+	for len(leases) > 0 {
+		chunk := leases[:min(len(leases), maxBatch)]
+		leases = leases[len(chunk):]
+		args := make([]any, 0, 2+2*len(chunk))
+		args = append(args, r.jobPrefix, r.ttlSec)
+		for _, l := range chunk {
+			args = append(args, l.JobID, l.Attempt)
+		}
+		if err := ackBatchScript.Run(ctx, r.client, []string{r.active, r.retry}, args...).Err(); err != nil {
+			return fmt.Errorf("ack %d jobs: %w", len(chunk), translate(err))
+		}
 	}
 	return nil
 }

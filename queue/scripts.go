@@ -27,12 +27,14 @@ return 1
 `)
 
 var claimScript = redis.NewScript(`
--- claim: move due retries to pending, then lease the next pending job.
+-- claim: move due retries to pending, then lease up to ARGV[4] pending
+-- jobs. Needs Redis 6.2 or later (RPOP with a count).
 -- KEYS[1] pending, KEYS[2] active, KEYS[3] retry
--- ARGV[1] job key prefix, ARGV[2] lease (ms), ARGV[3] finished-hash TTL (s)
--- Returns {1, id, attempt, failures, deadline} for a claimed job, or
--- {0, wait} when none is ready: wait is the time (ms) until the next retry
--- is due, -1 when there is none.
+-- ARGV[1] job key prefix, ARGV[2] lease (ms), ARGV[3] finished-hash TTL (s),
+-- ARGV[4] how many jobs at most
+-- Returns {n, deadline, id1, attempt1, failures1, id2, ...} for n ≥ 1
+-- claimed jobs, or {0, wait} when none is ready: wait is the time (ms)
+-- until the next retry is due, -1 when there is none.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local due = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 100)
@@ -43,30 +45,46 @@ if #due > 0 then
   end
   redis.call('LPUSH', KEYS[1], unpack(due))
 end
-while true do
-  local id = redis.call('RPOP', KEYS[1])
-  if not id then
-    local nxt = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
-    if #nxt == 0 then
-      return {0, -1}
-    end
-    return {0, math.max(0, tonumber(nxt[2]) - now)}
+local want = tonumber(ARGV[4])
+local deadline = now + tonumber(ARGV[2])
+local out = {0, deadline}
+local zadd = {}
+local n = 0
+while n < want do
+  local ids = redis.call('RPOP', KEYS[1], want - n)
+  if not ids then
+    break
   end
-  local key = ARGV[1] .. id
-  local h = redis.call('HMGET', key, 'state', 'attempt', 'failures', 'abort')
-  if h[1] == 'pending' then
-    if h[4] == '1' then
-      redis.call('HSET', key, 'state', 'done')
-      redis.call('EXPIRE', key, ARGV[3])
-    else
-      local attempt = (tonumber(h[2]) or 0) + 1
-      local deadline = now + tonumber(ARGV[2])
-      redis.call('HSET', key, 'state', 'active', 'attempt', attempt)
-      redis.call('ZADD', KEYS[2], deadline, id)
-      return {1, tonumber(id), attempt, tonumber(h[3]) or 0, deadline}
+  for _, id in ipairs(ids) do
+    local key = ARGV[1] .. id
+    local h = redis.call('HMGET', key, 'state', 'attempt', 'failures', 'abort')
+    if h[1] == 'pending' then
+      if h[4] == '1' then
+        redis.call('HSET', key, 'state', 'done')
+        redis.call('EXPIRE', key, ARGV[3])
+      else
+        local attempt = (tonumber(h[2]) or 0) + 1
+        redis.call('HSET', key, 'state', 'active', 'attempt', attempt)
+        zadd[#zadd + 1] = deadline
+        zadd[#zadd + 1] = id
+        out[#out + 1] = tonumber(id)
+        out[#out + 1] = attempt
+        out[#out + 1] = tonumber(h[3]) or 0
+        n = n + 1
+      end
     end
   end
 end
+if n == 0 then
+  local nxt = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
+  if #nxt == 0 then
+    return {0, -1}
+  end
+  return {0, math.max(0, tonumber(nxt[2]) - now)}
+end
+redis.call('ZADD', KEYS[2], unpack(zadd))
+out[1] = n
+return out
 `)
 
 var heartbeatScript = redis.NewScript(`
@@ -112,6 +130,35 @@ end
 redis.call('HSET', KEYS[1], 'state', 'done')
 redis.call('EXPIRE', KEYS[1], ARGV[3])
 return 1
+`)
+
+var ackBatchScript = redis.NewScript(`
+-- ack batch: forget finished jobs, as ack does for one.
+-- KEYS[1] active, KEYS[2] retry
+-- ARGV[1] job key prefix, ARGV[2] finished-hash TTL (s),
+-- ARGV[3..] pairs of job id and attempt
+-- Returns how many were acked (stale attempts change nothing).
+local fromActive, fromRetry = {}, {}
+for i = 3, #ARGV, 2 do
+  local key = ARGV[1] .. ARGV[i]
+  local h = redis.call('HMGET', key, 'state', 'attempt')
+  if tonumber(h[2]) == tonumber(ARGV[i + 1]) and (h[1] == 'active' or h[1] == 'retry') then
+    if h[1] == 'active' then
+      fromActive[#fromActive + 1] = ARGV[i]
+    else
+      fromRetry[#fromRetry + 1] = ARGV[i]
+    end
+    redis.call('HSET', key, 'state', 'done')
+    redis.call('EXPIRE', key, ARGV[2])
+  end
+end
+if #fromActive > 0 then
+  redis.call('ZREM', KEYS[1], unpack(fromActive))
+end
+if #fromRetry > 0 then
+  redis.call('ZREM', KEYS[2], unpack(fromRetry))
+end
+return #fromActive + #fromRetry
 `)
 
 var nackScript = redis.NewScript(`

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -112,6 +113,8 @@ type Pool struct {
 	cfg PoolConfig
 	log *slog.Logger
 
+	acks chan core.Lease // leases to ack in batches; nil when the queue does not batch
+
 	mu      sync.Mutex
 	running map[int64]*job // guarded by mu; keyed on job id
 }
@@ -140,9 +143,23 @@ func (p *Pool) Running() []int64 {
 	return ids
 }
 
+// batcher is a queue that claims and acks several jobs per round trip.
+// Both of Baton's queues are; the pool works one job at a time with others.
+type batcher interface {
+	ClaimBatch(ctx context.Context, n int, wait time.Duration) ([]core.Lease, error)
+	AckBatch(ctx context.Context, leases []core.Lease) error
+}
+
+// maxAckBatch bounds the leases acked in one call.
+const maxAckBatch = 256
+
 // Run claims and runs jobs until ctx ends. Then it stops claiming, lets
 // running jobs finish for up to ShutdownGrace, cancels the rest with cause
 // ErrShutdown, waits for them to settle and returns nil.
+//
+// One fetcher claims as many jobs as there are free slots in one call, and
+// acks are gathered while the previous ack is on the wire: under load a
+// round trip serves many jobs.
 func (p *Pool) Run(ctx context.Context) error {
 	// Jobs run under a context that outlives ctx by the grace period.
 	jobsCtx, cancelJobs := context.WithCancelCause(context.WithoutCancel(ctx))
@@ -158,20 +175,22 @@ func (p *Pool) Run(ctx context.Context) error {
 			loop(bgCtx)
 		}()
 	}
-
-	var claimers sync.WaitGroup
-	for range p.cfg.Concurrency {
-		claimers.Add(1)
+	var acker sync.WaitGroup
+	if b, ok := p.q.(batcher); ok {
+		p.acks = make(chan core.Lease, 2*p.cfg.Concurrency)
+		acker.Add(1)
 		go func() {
-			defer claimers.Done()
-			p.claimLoop(ctx, jobsCtx)
+			defer acker.Done()
+			p.ackLoop(b)
 		}()
 	}
 
-	<-ctx.Done()
+	var jobs sync.WaitGroup
+	p.fetch(ctx, jobsCtx, &jobs)
+
 	done := make(chan struct{})
 	go func() {
-		claimers.Wait()
+		jobs.Wait()
 		close(done)
 	}()
 	timer := time.NewTimer(p.cfg.ShutdownGrace)
@@ -183,30 +202,95 @@ func (p *Pool) Run(ctx context.Context) error {
 		cancelJobs(ErrShutdown)
 		<-done
 	}
+	if p.acks != nil {
+		close(p.acks)
+		acker.Wait()
+	}
 	stopBg()
 	bg.Wait()
 	return nil
 }
 
-// claimLoop claims and runs one job at a time until stop ends.
-func (p *Pool) claimLoop(stop, jobsCtx context.Context) {
+// fetch claims jobs for free slots and starts them, until stop ends.
+func (p *Pool) fetch(stop, jobsCtx context.Context, jobs *sync.WaitGroup) {
+	slots := make(chan struct{}, p.cfg.Concurrency)
+	b, batches := p.q.(batcher)
 	var errDelay time.Duration
-	for stop.Err() == nil {
+	for {
+		select {
+		case slots <- struct{}{}:
+		case <-stop.Done():
+			return
+		}
+		n := 1
+		if batches {
+			// Let jobs that are about to end free their slots, so that one
+			// claim serves them all.
+			runtime.Gosched()
+		more:
+			for n < cap(slots) {
+				select {
+				case slots <- struct{}{}:
+					n++
+				default:
+					break more
+				}
+			}
+		}
 		// A claim is not cancelled half-way: a reply lost to cancellation
-		// would leave a job leased to nobody until its lease expires.
-		l, err := p.q.Claim(context.WithoutCancel(stop), p.cfg.ClaimWait)
+		// would leave jobs leased to nobody until their leases expire.
+		var leases []core.Lease
+		var err error
+		if batches {
+			leases, err = b.ClaimBatch(context.WithoutCancel(stop), n, p.cfg.ClaimWait)
+		} else {
+			var l core.Lease
+			if l, err = p.q.Claim(context.WithoutCancel(stop), p.cfg.ClaimWait); err == nil {
+				leases = []core.Lease{l}
+			}
+		}
+		for range n - len(leases) {
+			<-slots
+		}
 		switch {
+		case err == nil:
+			errDelay = 0
 		case errors.Is(err, core.ErrNoJob):
 			errDelay = 0
-			continue
-		case err != nil:
+		default:
 			errDelay = min(max(2*errDelay, 100*time.Millisecond), 5*time.Second)
 			p.log.Warn("claim failed", "err", err, "retry_in", errDelay)
 			sleep(stop, errDelay)
-			continue
 		}
-		errDelay = 0
-		p.run(jobsCtx, l)
+		for _, l := range leases {
+			jobs.Add(1)
+			go func() {
+				defer jobs.Done()
+				defer func() { <-slots }()
+				p.run(jobsCtx, l)
+			}()
+		}
+	}
+}
+
+// ackLoop acks the leases sent on p.acks, gathering all that arrived while
+// the previous call was on the wire, until p.acks is closed and drained.
+func (p *Pool) ackLoop(b batcher) {
+	for first := range p.acks {
+		batch := []core.Lease{first}
+	gather:
+		for len(batch) < maxAckBatch {
+			select {
+			case l, ok := <-p.acks:
+				if !ok {
+					break gather
+				}
+				batch = append(batch, l)
+			default:
+				break gather
+			}
+		}
+		p.retrySettle(func(ctx context.Context) error { return b.AckBatch(ctx, batch) }, "ack", batch[0].JobID, len(batch))
 	}
 }
 
@@ -240,34 +324,45 @@ func (p *Pool) handle(ctx context.Context, l core.Lease) (res Result) {
 	return p.h.Handle(ctx, l)
 }
 
-// settle tells the queue how the lease ended. It retries briefly: a lease
-// left unsettled is not lost, only delayed until it expires and is reaped.
+// settle tells the queue how the lease ended. Acks go to the ack loop when
+// the queue batches.
 func (p *Pool) settle(l core.Lease, res Result) {
 	if res.Action == Drop {
 		return
 	}
+	if res.Action == Ack && p.acks != nil {
+		p.acks <- l
+		return
+	}
+	p.retrySettle(func(ctx context.Context) error {
+		switch res.Action {
+		case Ack:
+			return p.q.Ack(ctx, l)
+		case Nack:
+			return p.q.Nack(ctx, l, res.Delay)
+		case Park:
+			return p.q.Park(ctx, l, res.WaitSeq)
+		default:
+			return p.q.Requeue(ctx, l)
+		}
+	}, res.Action.String(), l.JobID, 1)
+}
+
+// retrySettle runs a settling call, retrying briefly: a lease left
+// unsettled is not lost, only delayed until it expires and is reaped.
+func (p *Pool) retrySettle(call func(ctx context.Context) error, action string, jobID int64, jobs int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var err error
 	for try := 0; try < 5; try++ {
-		switch res.Action {
-		case Ack:
-			err = p.q.Ack(ctx, l)
-		case Nack:
-			err = p.q.Nack(ctx, l, res.Delay)
-		case Park:
-			err = p.q.Park(ctx, l, res.WaitSeq)
-		case Requeue:
-			err = p.q.Requeue(ctx, l)
-		}
-		if err == nil || ctx.Err() != nil {
+		if err = call(ctx); err == nil || ctx.Err() != nil {
 			break
 		}
 		sleep(ctx, time.Duration(try+1)*100*time.Millisecond)
 	}
 	if err != nil {
-		p.log.Warn("settling lease failed; the lease will expire and be reaped",
-			"job", l.JobID, "attempt", l.Attempt, "action", res.Action.String(), "err", err)
+		p.log.Warn("settling leases failed; they will expire and be reaped",
+			"action", action, "job", jobID, "jobs", jobs, "err", err)
 	}
 }
 

@@ -41,6 +41,7 @@ func Run(t *testing.T, newQueue func(t *testing.T, opts queue.Options) core.Queu
 		{name: "requeue goes to the head without a failure", test: testRequeue},
 		{name: "park then resume once", test: testParkResume},
 		{name: "resume before park", test: testResumeBeforePark},
+		{name: "claim and ack in batches", test: testBatch},
 		{name: "abort pending job", test: testAbortPending},
 		{name: "abort job in retry", test: testAbortRetry},
 		{name: "abort parked job", test: testAbortParked},
@@ -344,6 +345,49 @@ func testResumeBeforePark(t *testing.T, q core.Queue) {
 	must(t, "Park", q.Park(ctx, l, 2))
 	wantStats(t, q, core.QueueStats{Parked: 1})
 	noJob(t, q)
+}
+
+// batcher is the batching capability both queues offer.
+type batcher interface {
+	ClaimBatch(ctx context.Context, n int, wait time.Duration) ([]core.Lease, error)
+	AckBatch(ctx context.Context, leases []core.Lease) error
+}
+
+func testBatch(t *testing.T, q core.Queue) {
+	b, ok := q.(batcher)
+	if !ok {
+		t.Skip("the queue does not batch")
+	}
+	ctx := t.Context()
+	enqueue(t, q, 1, 2, 3, 4, 5)
+	must(t, "Abort", q.Abort(ctx, 3)) // skipped by the claim
+	ls, err := b.ClaimBatch(ctx, 3, time.Second)
+	must(t, "ClaimBatch", err)
+	var got []int64
+	for _, l := range ls {
+		got = append(got, l.JobID)
+		if l.Attempt != 1 {
+			t.Errorf("job %d attempt %d, want 1", l.JobID, l.Attempt)
+		}
+	}
+	if diff := cmp.Diff([]int64{1, 2, 4}, got); diff != "" {
+		t.Errorf("ClaimBatch(3) ids (-want +got):\n%s", diff)
+	}
+	wantStats(t, q, core.QueueStats{Pending: 1, Active: 3})
+	stale := ls[0]
+	stale.Attempt = 99
+	must(t, "AckBatch", b.AckBatch(ctx, []core.Lease{ls[1], ls[2], stale}))
+	wantStats(t, q, core.QueueStats{Pending: 1, Active: 1})
+	rest, err := b.ClaimBatch(ctx, 10, time.Second)
+	must(t, "ClaimBatch", err)
+	if len(rest) != 1 || rest[0].JobID != 5 {
+		t.Errorf("second ClaimBatch = %+v, want job 5 only", rest)
+	}
+	must(t, "AckBatch", b.AckBatch(ctx, []core.Lease{ls[0], rest[0]}))
+	wantStats(t, q, core.QueueStats{})
+	if _, err := b.ClaimBatch(ctx, 4, 50*time.Millisecond); !errors.Is(err, core.ErrNoJob) {
+		t.Errorf("ClaimBatch on an empty queue: err %v, want ErrNoJob", err)
+	}
 }
 
 func abortRequested(t *testing.T, q core.Queue, ids ...int64) []int64 {
