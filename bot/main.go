@@ -370,7 +370,7 @@ func (m *Main) runJob(ctx context.Context, args []string) error {
 	if err := m.setup("run", cf); err != nil {
 		return err
 	}
-	return notYet("run")
+	return m.run(ctx, jf, instruction)
 }
 
 func (m *Main) pieces(ctx context.Context, args []string) error {
@@ -378,6 +378,7 @@ func (m *Main) pieces(ctx context.Context, args []string) error {
 		return usageErr("baton pieces: a subcommand is required: validate [FILES] or list")
 	}
 	sub, rest := args[0], args[1:]
+	var files []string
 	switch sub {
 	case "validate":
 		var cf commonFlags
@@ -388,6 +389,7 @@ func (m *Main) pieces(ctx context.Context, args []string) error {
 		if err := m.setup("pieces", cf); err != nil {
 			return err
 		}
+		files = fs.Args()
 	case "list":
 		if err := m.configOnly("pieces", rest); err != nil {
 			return err
@@ -395,14 +397,61 @@ func (m *Main) pieces(ctx context.Context, args []string) error {
 	default:
 		return usageErr("baton pieces: unknown subcommand %q: want validate or list", sub)
 	}
-	return notYet("pieces")
+	set, err := loadTools(m.Config, m.Logger)
+	if err != nil {
+		return err
+	}
+	lib, err := loadPieces(m.Config, set)
+	if err != nil {
+		// Every problem of the built-in pieces and pieces_dir, one a line.
+		fmt.Fprintln(m.Stderr, strings.TrimPrefix(err.Error(), "pieces: "))
+		return &exitError{code: exitInternal, err: errors.New("baton pieces: invalid pieces"), reported: true}
+	}
+	if sub == "list" {
+		for _, name := range lib.Names() {
+			p, _ := lib.Lookup(name)
+			fmt.Fprintf(m.Stdout, "%-24s %s\n", name, p.Description.For(m.Config.Locale))
+		}
+		return nil
+	}
+	if errs := lib.Validate(files); len(errs) > 0 {
+		for _, e := range errs {
+			fmt.Fprintln(m.Stderr, e)
+		}
+		return &exitError{code: exitInternal, err: fmt.Errorf("baton pieces: %d problems", len(errs)), reported: true}
+	}
+	n := len(files)
+	if n == 0 {
+		n = len(lib.Names())
+	}
+	fmt.Fprintf(m.Stdout, "baton: %d pieces valid\n", n)
+	return nil
 }
 
 func (m *Main) migrate(ctx context.Context, args []string) error {
 	if err := m.configOnly("migrate", args); err != nil {
 		return err
 	}
-	return notYet("migrate")
+	st, err := openStore(ctx, m.Config, m.Logger)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if err := st.Migrate(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintf(m.Stdout, "baton: the store %s is up to date\n", storePath(m.Config))
+	return nil
+}
+
+// systemErr turns a configuration problem found while building the system
+// into a usage error (exit 2).
+func (m *Main) systemErr(cmd string, err error) error {
+	var ce *ConfigError
+	if errors.As(err, &ce) {
+		return configErr(cmd, err)
+	}
+	return err
 }
 
 func (m *Main) printVersion(ctx context.Context, args []string) error {

@@ -31,6 +31,8 @@ func TestMainExitCodes(t *testing.T) {
 	badKey := writeConfig(t, "llm:\n  model: x\n  temprature: 0.2\n")
 	slackOn := writeConfig(t, "slack:\n  enabled: true\n")
 	redis := map[string]string{"REDIS_URL": "redis://127.0.0.1:1/0"}
+	quiet := writeConfig(t, "log:\n  level: warn\n")
+	data := map[string]string{"BATON_DATA_DIR": t.TempDir()}
 
 	tests := []struct {
 		name       string
@@ -58,14 +60,16 @@ func TestMainExitCodes(t *testing.T) {
 		{"gateway with redis", redis, []string{"gateway"}, 1, []string{"baton gateway: not available yet"}, nil},
 		{"serve", nil, []string{"serve"}, 1, []string{"baton serve: not available yet"}, nil},
 		{"chat", nil, []string{"chat", "--piece", "research", "--data-dir", t.TempDir()}, 1, []string{"baton chat: not available yet"}, nil},
-		{"run", nil, []string{"run", "--task", "3", "say hello"}, 1, []string{"baton run: not available yet"}, nil},
+		{"run unknown task", data, []string{"run", "--config", quiet, "--task", "3", "say hello"}, 2, []string{"there is no task #3"}, nil},
+		{"run unknown piece", data, []string{"run", "--config", quiet, "--piece", "nope", "say hello"}, 2, []string{`no piece named "nope"`}, nil},
 		{"run without instruction", nil, []string{"run", "--piece", "chat"}, 2, []string{"an instruction is required"}, nil},
 		{"run bad task", nil, []string{"run", "--task", "x", "hi"}, 2, []string{"invalid value"}, nil},
 		{"pieces without subcommand", nil, []string{"pieces"}, 2, []string{"validate [FILES] or list"}, nil},
 		{"pieces unknown subcommand", nil, []string{"pieces", "fix"}, 2, []string{`unknown subcommand "fix"`}, nil},
-		{"pieces validate", nil, []string{"pieces", "validate", "a.yaml"}, 1, []string{"baton pieces: not available yet"}, nil},
-		{"pieces list", nil, []string{"pieces", "list"}, 1, []string{"not available yet"}, nil},
-		{"migrate", nil, []string{"migrate"}, 1, []string{"baton migrate: not available yet"}, nil},
+		{"pieces validate missing file", nil, []string{"pieces", "validate", "--config", quiet, "a.yaml"}, 1, []string{"a.yaml"}, nil},
+		{"pieces validate", nil, []string{"pieces", "validate", "--config", quiet}, 0, nil, []string{"3 pieces valid"}},
+		{"pieces list", nil, []string{"pieces", "list", "--config", quiet}, 0, nil, []string{"chat", "plan-implement-verify", "research"}},
+		{"migrate", data, []string{"migrate", "--config", quiet}, 0, nil, []string{"is up to date"}},
 		{"unknown key", nil, []string{"serve", "--config", badKey}, 2, []string{badKey + ":3: llm.temprature: unknown key"}, nil},
 		{"unknown key via BATON_CONFIG", map[string]string{"BATON_CONFIG": badKey}, []string{"migrate"}, 2, []string{badKey + ":3: llm.temprature: unknown key"}, nil},
 		{"missing config file", nil, []string{"serve", "--config", "/nonexistent/baton.yaml"}, 2, []string{"/nonexistent/baton.yaml: cannot read config"}, nil},

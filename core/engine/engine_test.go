@@ -574,7 +574,9 @@ func TestAskResumesAtMovementWithLastComments(t *testing.T) {
 	)
 	j := f.start("two-step", "make the report")
 	fin := f.run(j)
-	fin.Comments = []core.Comment{{TaskID: f.task.ID, Role: core.RoleBot, AuthorName: "baton", Text: fin.Question, CreatedAt: fixed}}
+	if len(fin.Comments) != 1 || fin.Comments[0].Role != core.RoleBot || fin.Comments[0].Text != "Which year?" {
+		t.Fatalf("the question is not stored as a bot comment: %+v", fin.Comments)
+	}
 	waiting := f.finish(j, fin)
 	f.comment(core.RoleUser, "alice", "2025, please")
 	if ok, err := f.store.ResumeJob(context.Background(), j.ID, waiting.WaitSeq); !ok || err != nil {

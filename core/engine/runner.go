@@ -155,12 +155,12 @@ func (pr *pieceRun) run(ctx context.Context) (core.Finish, error) {
 			if err := pr.save(ctx, name); err != nil {
 				return core.Finish{}, err
 			}
-			return core.Finish{To: core.JobSucceeded, ResultSummary: out.Summary}, nil
+			return core.Finish{To: core.JobSucceeded, ResultSummary: out.Summary, Comments: pr.botComment(out.Summary)}, nil
 		case piece.Ask:
 			if err := pr.save(ctx, name); err != nil {
 				return core.Finish{}, err
 			}
-			return core.Finish{To: core.JobWaitingHuman, Question: out.Question, ResumeMovement: name, ResultSummary: out.Summary}, nil
+			return core.Finish{To: core.JobWaitingHuman, Question: out.Question, ResumeMovement: name, ResultSummary: out.Summary, Comments: pr.botComment(out.Question)}, nil
 		case piece.Abort:
 			if err := pr.save(ctx, name); err != nil {
 				return core.Finish{}, err
@@ -179,6 +179,12 @@ func (pr *pieceRun) run(ctx context.Context) (core.Finish, error) {
 			name = out.Next
 		}
 	}
+}
+
+// botComment is what the bot says in the thread, stored as a comment with
+// the job's outcome so that the next job's last comments hold it.
+func (pr *pieceRun) botComment(text string) []core.Comment {
+	return []core.Comment{{TaskID: pr.task.ID, Role: core.RoleBot, AuthorName: "Baton", Text: text, CreatedAt: pr.e.cfg.Now()}}
 }
 
 // prompts renders a movement's system and first user prompt.

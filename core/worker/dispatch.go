@@ -36,8 +36,20 @@ func (d Dispatch) Resume(ctx context.Context, jobID, waitSeq int64) (bool, error
 	if err != nil || !ok {
 		return false, err
 	}
-	if _, err := d.Queue.Resume(ctx, jobID, waitSeq); err != nil {
+	resumed, err := d.Queue.Resume(ctx, jobID, waitSeq)
+	if err != nil {
 		return true, fmt.Errorf("resume job %d in the queue: %w", jobID, err)
+	}
+	if !resumed {
+		// The queue lost the parked job (an in-process queue restarted,
+		// Redis flushed): dispatch it again from the store.
+		j, err := d.Store.Job(ctx, jobID)
+		if err != nil {
+			return true, fmt.Errorf("resume job %d: %w", jobID, err)
+		}
+		if _, err := d.Queue.Reconcile(ctx, []core.ReconcileItem{{JobID: jobID, State: j.State, Attempt: j.Attempt}}); err != nil {
+			return true, fmt.Errorf("resume job %d in the queue: %w", jobID, err)
+		}
 	}
 	return true, nil
 }

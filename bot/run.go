@@ -1,0 +1,264 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/user"
+	"strings"
+	"time"
+
+	"github.com/baton-bot/baton/core"
+)
+
+// Exit codes of baton run beyond the shared ones (SPEC §2).
+const (
+	exitQuestion = 3 // the agent asked and stdin is not a terminal
+	exitJobEnded = 4 // the job failed or was aborted
+)
+
+// consoleUser names the person at the terminal.
+func consoleUser(env func(string) string) (id, name string) {
+	name = env("USER")
+	if name == "" {
+		if u, err := user.Current(); err == nil {
+			name = u.Username
+		}
+	}
+	if name == "" {
+		name = "you"
+	}
+	return "console:" + name, name
+}
+
+// run runs one job in this process on the in-process queue: a new task, or
+// task jf.task continued (answering its question, or a new request in it).
+func (m *Main) run(ctx context.Context, jf jobFlags, instruction string) error {
+	sys, err := newSystem(ctx, m.Config, m.Logger, true)
+	if err != nil {
+		return m.systemErr("run", err)
+	}
+	defer sys.Close()
+	if jf.piece != "" {
+		if _, ok := sys.pieces.Lookup(jf.piece); !ok {
+			return usageErr("baton run: --piece: no piece named %q (pieces: %s)", jf.piece, strings.Join(sys.pieces.Names(), ", "))
+		}
+	}
+	// Jobs that an earlier process left queued or running are taken up.
+	if _, err := sys.rec.Once(ctx); err != nil {
+		return err
+	}
+	poolCtx, stopPool := context.WithCancel(context.WithoutCancel(ctx))
+	poolDone := make(chan struct{})
+	go func() {
+		defer close(poolDone)
+		_ = sys.pool.Run(poolCtx)
+	}()
+	defer func() {
+		stopPool()
+		<-poolDone
+	}()
+
+	userID, userName := consoleUser(m.Env)
+	task, job, err := m.startRun(ctx, sys, jf, instruction, userID, userName)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(m.Stderr, "baton: task #%d, job #%d, piece %s\nbaton: workspace %s\n", task.ID, job.ID, job.Piece, task.Workspace)
+
+	in := bufio.NewReader(m.Stdin)
+	progress := &progress{w: m.Stderr}
+	for {
+		j, err := m.waitJob(ctx, sys, job.ID, progress)
+		if err != nil {
+			if errors.Is(err, context.Canceled) {
+				return m.interrupt(sys, job.ID, userID, progress)
+			}
+			return err
+		}
+		switch j.State {
+		case core.JobSucceeded:
+			fmt.Fprintln(m.Stdout, strings.TrimSpace(j.ResultSummary))
+			return nil
+		case core.JobFailed, core.JobAborted:
+			reason := j.Error
+			if j.State == core.JobAborted {
+				reason = "aborted by " + j.AbortedBy
+			}
+			return &exitError{code: exitJobEnded, err: fmt.Errorf("baton: job #%d %s: %s", j.ID, j.State, reason)}
+		case core.JobWaitingHuman:
+			fmt.Fprintln(m.Stdout, strings.TrimSpace(j.Question))
+			if !isTerminal(m.Stdin) {
+				return &exitError{code: exitQuestion, err: fmt.Errorf("baton: task #%d asks the question above; answer with: baton run --task %d \"your answer\"", task.ID, task.ID)}
+			}
+			fmt.Fprint(m.Stderr, "> ")
+			answer, err := in.ReadString('\n')
+			answer = strings.TrimSpace(answer)
+			if answer == "" {
+				if err == io.EOF || err == nil {
+					return &exitError{code: exitQuestion, err: fmt.Errorf("baton: no answer; answer later with: baton run --task %d \"your answer\"", task.ID)}
+				}
+				return err
+			}
+			if err := m.answer(ctx, sys, task, j, answer, userID, userName); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// startRun creates the job of a baton run, or resumes the waiting one of
+// task jf.task with the instruction as the answer.
+func (m *Main) startRun(ctx context.Context, sys *system, jf jobFlags, instruction, userID, userName string) (core.Task, core.Job, error) {
+	pieceName := jf.piece
+	if pieceName == "" {
+		pieceName = m.Config.DefaultPiece
+	}
+	var task core.Task
+	if jf.task != 0 {
+		t, err := sys.store.Task(ctx, jf.task)
+		if errors.Is(err, core.ErrNotFound) {
+			return core.Task{}, core.Job{}, usageErr("baton run: --task: there is no task #%d", jf.task)
+		}
+		if err != nil {
+			return core.Task{}, core.Job{}, err
+		}
+		task = t
+		active, err := sys.store.ActiveJob(ctx, t.ID)
+		switch {
+		case err == nil && active.State == core.JobWaitingHuman:
+			return task, active, m.answer(ctx, sys, task, active, instruction, userID, userName)
+		case err == nil:
+			return task, active, usageErr("baton run: task #%d already has job #%d %s; wait for it or abort it first", t.ID, active.ID, active.State)
+		case !errors.Is(err, core.ErrNotFound):
+			return task, core.Job{}, err
+		}
+	} else {
+		t, _, err := sys.store.EnsureTask(ctx, core.Task{
+			Thread:    core.ThreadRef{Platform: core.PlatformConsole, Channel: "run", Thread: fmt.Sprintf("%d", time.Now().UnixNano())},
+			OwnerUser: userID,
+			Title:     title(instruction),
+		})
+		if err != nil {
+			return core.Task{}, core.Job{}, err
+		}
+		task = t
+	}
+	if _, err := sys.store.AddComment(ctx, core.Comment{TaskID: task.ID, AuthorID: userID, AuthorName: userName, Role: core.RoleUser, Text: instruction, CreatedAt: time.Now()}); err != nil {
+		return task, core.Job{}, err
+	}
+	j, err := sys.dispatch.Create(ctx, core.Job{TaskID: task.ID, Piece: pieceName, Instruction: instruction})
+	return task, j, err
+}
+
+// answer stores the person's answer and resumes the waiting job.
+func (m *Main) answer(ctx context.Context, sys *system, task core.Task, j core.Job, text, userID, userName string) error {
+	if _, err := sys.store.AddComment(ctx, core.Comment{TaskID: task.ID, AuthorID: userID, AuthorName: userName, Role: core.RoleUser, Text: text, CreatedAt: time.Now()}); err != nil {
+		return err
+	}
+	if _, err := sys.dispatch.Resume(ctx, j.ID, j.WaitSeq); err != nil {
+		return err
+	}
+	return nil
+}
+
+// waitJob waits until job id succeeds, fails, is aborted or waits for a
+// person, printing its progress.
+func (m *Main) waitJob(ctx context.Context, sys *system, id int64, p *progress) (core.Job, error) {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		p.print(ctx, sys.store, id)
+		j, err := sys.store.Job(context.WithoutCancel(ctx), id)
+		if err != nil {
+			return core.Job{}, err
+		}
+		if j.State.Terminal() || j.State == core.JobWaitingHuman {
+			p.print(ctx, sys.store, id)
+			return j, nil
+		}
+		select {
+		case <-ctx.Done():
+			return j, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// interrupt aborts the job after Ctrl-C and waits briefly for it to stop.
+func (m *Main) interrupt(sys *system, id int64, userID string, p *progress) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	fmt.Fprintln(m.Stderr, "baton: interrupted; aborting the job")
+	if _, err := sys.dispatch.Abort(ctx, id, userID); err != nil {
+		m.Logger.Warn("abort failed", "job", id, "err", err)
+	}
+	for ctx.Err() == nil {
+		j, err := sys.store.Job(ctx, id)
+		if err != nil || j.State.Terminal() {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return &exitError{code: exitInterrupted, err: context.Canceled, reported: true}
+}
+
+// progress prints a job's events to a terminal as they are recorded.
+type progress struct {
+	w    io.Writer
+	seen int
+}
+
+func (p *progress) print(ctx context.Context, st interface {
+	Events(ctx context.Context, jobID int64) ([]core.JobEvent, error)
+}, id int64) {
+	evs, err := st.Events(context.WithoutCancel(ctx), id)
+	if err != nil || len(evs) <= p.seen {
+		return
+	}
+	for _, e := range evs[p.seen:] {
+		switch {
+		case e.Kind == "movement_started":
+			fmt.Fprintf(p.w, "· %s (movement %s)\n", e.Movement, e.Detail)
+		case e.Kind == "tool":
+			fmt.Fprintf(p.w, "  %s\n", clip(e.Detail, 160))
+		case e.Kind == "movement_finished":
+			fmt.Fprintf(p.w, "  → %s\n", e.Detail)
+		case e.Kind == "transition_refused":
+			fmt.Fprintf(p.w, "  transition refused: %s\n", clip(e.Detail, 160))
+		case strings.HasPrefix(e.Kind, "context_"):
+			fmt.Fprintf(p.w, "  %s\n", e.Detail)
+		case e.Kind == core.EventLeaseLost, e.Kind == core.EventRequeued, e.Kind == core.EventError:
+			fmt.Fprintf(p.w, "  %s: %s\n", e.Kind, clip(e.Detail, 160))
+		}
+	}
+	p.seen = len(evs)
+}
+
+// clip cuts s to n runes on one line.
+func clip(s string, n int) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n]) + "…"
+	}
+	return s
+}
+
+// title makes a task title from its first request.
+func title(instruction string) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(instruction), "\n")
+	return clip(line, 80)
+}
+
+// isTerminal reports whether r is a terminal.
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/baton-bot/baton/core/llmtest"
+)
+
+// newcomer runs `baton run` in-process as a newcomer would: embedded
+// defaults, a data directory of its own, the LLM endpoint from the
+// environment.
+type newcomer struct {
+	t    *testing.T
+	srv  *llmtest.Server
+	env  map[string]string
+	conf string
+}
+
+func newNewcomer(t *testing.T) *newcomer {
+	srv := llmtest.NewServer(t, llmtest.WithAPIKey("sk-test"))
+	return &newcomer{t: t, srv: srv, conf: writeConfig(t, "log:\n  level: warn\ntools:\n  bash:\n    sandbox: none\n"), env: map[string]string{
+		"OPENAI_BASE_URL": srv.URL(),
+		"OPENAI_API_KEY":  "sk-test",
+		"BATON_DATA_DIR":  t.TempDir(),
+		"USER":            "alice",
+	}}
+}
+
+func (n *newcomer) run(args ...string) (int, string, string) {
+	n.t.Helper()
+	var out, errOut bytes.Buffer
+	m := NewMain()
+	m.Stdin = strings.NewReader("") // not a terminal
+	m.Stdout, m.Stderr = &out, &errOut
+	m.Env = mapEnv(n.env)
+	code := m.Report(m.Run(context.Background(), append([]string{"run", "--config", n.conf}, args...)))
+	return code, out.String(), errOut.String()
+}
+
+func TestRunCompletes(t *testing.T) {
+	n := newNewcomer(t)
+	n.srv.Script(
+		llmtest.Call("Write", `{"path":"output/hello.txt","content":"hi"}`),
+		llmtest.Call("transition", `{"next_step":"COMPLETE","summary":"Wrote output/hello.txt."}`),
+	)
+	code, stdout, stderr := n.run("write a greeting file")
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	if strings.TrimSpace(stdout) != "Wrote output/hello.txt." {
+		t.Errorf("stdout = %q, want the answer alone", stdout)
+	}
+	m := regexp.MustCompile(`task #(\d+), job #\d+, piece chat\nbaton: workspace (\S+)`).FindStringSubmatch(stderr)
+	if m == nil {
+		t.Fatalf("stderr does not name the task and workspace:\n%s", stderr)
+	}
+	got, err := os.ReadFile(filepath.Join(m[2], "output", "hello.txt"))
+	if err != nil || string(got) != "hi" {
+		t.Errorf("output/hello.txt = %q, %v", got, err)
+	}
+	if !strings.Contains(stderr, "· answer (movement 1/10)") || !strings.Contains(stderr, "Write ") {
+		t.Errorf("no progress on stderr:\n%s", stderr)
+	}
+	if strings.Contains(stderr, "sk-test") || strings.Contains(stdout, "sk-test") {
+		t.Errorf("the API key was printed")
+	}
+}
+
+func TestRunAskThenAnswerWithTask(t *testing.T) {
+	n := newNewcomer(t)
+	n.srv.Script(llmtest.Call("transition", `{"next_step":"ASK","summary":"need the year","question":"Which year should the report cover?"}`))
+	code, stdout, stderr := n.run("make the yearly report")
+	if code != 3 {
+		t.Fatalf("exit %d, want 3 (a question, stdin not a terminal)\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	if strings.TrimSpace(stdout) != "Which year should the report cover?" {
+		t.Errorf("stdout = %q, want the question", stdout)
+	}
+	task := regexp.MustCompile(`task #(\d+)`).FindStringSubmatch(stderr)[1]
+	if !strings.Contains(stderr, "baton run --task "+task) {
+		t.Errorf("stderr does not say how to answer:\n%s", stderr)
+	}
+
+	n.srv.Script(llmtest.Call("transition", `{"next_step":"COMPLETE","summary":"Report for 2025 done."}`))
+	code, stdout, stderr = n.run("--task", task, "2025, please")
+	if code != 0 {
+		t.Fatalf("answer: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	if strings.TrimSpace(stdout) != "Report for 2025 done." {
+		t.Errorf("stdout = %q", stdout)
+	}
+	reqs := n.srv.Requests()
+	resumed := reqs[len(reqs)-1]
+	if len(resumed.Messages) != 2 {
+		t.Errorf("the resumed movement starts with %d messages, want 2", len(resumed.Messages))
+	}
+	user := resumed.Messages[1].Text()
+	for _, want := range []string{"Which year should the report cover?", "alice: 2025, please", "## Request\nmake the yearly report"} {
+		if !strings.Contains(user, want) {
+			t.Errorf("resumed prompt lacks %q:\n%s", want, user)
+		}
+	}
+}
+
+func TestRunModelFailing(t *testing.T) {
+	n := newNewcomer(t)
+	n.env["OPENAI_API_KEY"] = "sk-wrong"
+	code, stdout, stderr := n.run("hello")
+	if code != 4 {
+		t.Fatalf("exit %d, want 4\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	if !strings.Contains(stderr, "failed") || !strings.Contains(stderr, "language model") {
+		t.Errorf("stderr does not give a plain reason:\n%s", stderr)
+	}
+	if strings.Contains(stderr, "sk-wrong") {
+		t.Errorf("the API key was printed:\n%s", stderr)
+	}
+}
+
+func TestRunContinuesTask(t *testing.T) {
+	n := newNewcomer(t)
+	n.srv.Script(llmtest.Call("transition", `{"next_step":"COMPLETE","summary":"The capital is Paris."}`))
+	_, _, stderr := n.run("capital of France?")
+	task := regexp.MustCompile(`task #(\d+)`).FindStringSubmatch(stderr)[1]
+	n.srv.Script(llmtest.Call("transition", `{"next_step":"COMPLETE","summary":"About 2.1 million."}`))
+	code, stdout, _ := n.run("--task", task, "and its population?")
+	if code != 0 || strings.TrimSpace(stdout) != "About 2.1 million." {
+		t.Fatalf("exit %d, stdout %q", code, stdout)
+	}
+	user := n.srv.Requests()[1].Messages[1].Text()
+	if !strings.Contains(user, "The capital is Paris.") {
+		t.Errorf("the follow-up does not see the previous answer:\n%s", user)
+	}
+}

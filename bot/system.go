@@ -1,0 +1,199 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"path/filepath"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/baton-bot/baton/configs"
+	"github.com/baton-bot/baton/core"
+	"github.com/baton-bot/baton/core/engine"
+	"github.com/baton-bot/baton/core/llm"
+	"github.com/baton-bot/baton/core/piece"
+	"github.com/baton-bot/baton/core/sqlite"
+	"github.com/baton-bot/baton/core/tokens"
+	"github.com/baton-bot/baton/core/tools"
+	"github.com/baton-bot/baton/core/worker"
+	"github.com/baton-bot/baton/queue"
+)
+
+// system is Baton's machinery built from the configuration: the store, the
+// queue, the engine and a worker pool, wired by hand.
+type system struct {
+	cfg      Config
+	log      *slog.Logger
+	store    *sqlite.Store
+	queue    core.Queue
+	pieces   *piece.Library
+	engine   *engine.Engine
+	pool     *worker.Pool
+	dispatch worker.Dispatch
+	rec      *worker.Reconciler
+	closers  []func() error
+}
+
+// storePath is the SQLite file under data_dir.
+func storePath(cfg Config) string { return filepath.Join(cfg.DataDir, "baton.db") }
+
+// workspaceRoot holds the tasks' workspaces.
+func workspaceRoot(cfg Config) string { return filepath.Join(cfg.DataDir, "workspaces") }
+
+// openStore opens (and migrates) the store.
+func openStore(ctx context.Context, cfg Config, log *slog.Logger) (*sqlite.Store, error) {
+	st, err := sqlite.Open(ctx, storePath(cfg), sqlite.Options{WorkspaceRoot: workspaceRoot(cfg), Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("open the store in %s: %w", cfg.DataDir, err)
+	}
+	return st, nil
+}
+
+// loadTools builds the tool set; Bash follows tools.bash.
+func loadTools(cfg Config, log *slog.Logger) (*tools.Set, error) {
+	bash, err := tools.NewBash(tools.BashConfig{Sandbox: cfg.Tools.Bash.Sandbox, Timeout: cfg.Tools.Bash.Timeout, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("tools.bash.sandbox: %w", err)
+	}
+	if ok, why := bash.Available(); !ok {
+		log.Warn("the Bash tool is disabled", "reason", why)
+	}
+	return tools.Builtin(bash), nil
+}
+
+// loadPieces loads the built-in pieces and pieces_dir.
+func loadPieces(cfg Config, set *tools.Set) (*piece.Library, error) {
+	known := func(name string) bool { _, ok := set.Lookup(name); return ok }
+	lib, err := piece.Load(configs.FS, cfg.PiecesDir, known)
+	if err != nil {
+		return nil, fmt.Errorf("pieces: %w", err)
+	}
+	return lib, nil
+}
+
+// newSystem builds the machinery. embedded forces the in-process queue
+// whatever redis.url says (baton run, baton chat).
+func newSystem(ctx context.Context, cfg Config, log *slog.Logger, embedded bool) (sys *system, err error) {
+	sys = &system{cfg: cfg, log: log}
+	defer func() {
+		if err != nil {
+			sys.Close()
+		}
+	}()
+	if sys.store, err = openStore(ctx, cfg, log); err != nil {
+		return nil, err
+	}
+	sys.closers = append(sys.closers, sys.store.Close)
+
+	set, err := loadTools(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	if sys.pieces, err = loadPieces(cfg, set); err != nil {
+		return nil, err
+	}
+	if _, ok := sys.pieces.Lookup(cfg.DefaultPiece); !ok {
+		return nil, &ConfigError{Key: "default_piece", Msg: fmt.Sprintf("no piece named %q (pieces: %v)", cfg.DefaultPiece, sys.pieces.Names())}
+	}
+	model, err := llm.New(llm.Config{
+		BaseURL: cfg.LLM.BaseURL, APIKey: cfg.LLM.APIKey.Reveal(), Model: cfg.LLM.Model,
+		Timeout: cfg.LLM.RequestTimeout, MaxRetries: cfg.LLM.MaxRetries, Logger: log,
+	})
+	if err != nil {
+		return nil, &ConfigError{Key: "llm.base_url", Msg: err.Error()}
+	}
+	loc, err := time.LoadLocation(cfg.Timezone)
+	if err != nil {
+		return nil, &ConfigError{Key: "timezone", Msg: err.Error()}
+	}
+	sys.engine, err = engine.New(model, sys.store, sys.pieces, set, tokens.ForModel(cfg.LLM.Model), engine.Config{
+		Locale: cfg.Locale, Location: loc, Model: cfg.LLM.Model, DefaultPiece: cfg.DefaultPiece,
+		ContextWindow: cfg.LLM.ContextWindow, MaxOutputTokens: cfg.LLM.MaxOutputTokens, MaxTokensPerJob: cfg.LLM.MaxTokensPerJob,
+		Levels: engine.Levels{
+			Warn: cfg.Context.Warn, Prompt: cfg.Context.Prompt, Force: cfg.Context.ForceTransition, Exhausted: cfg.Context.Exhausted,
+		},
+		ToolResultMaxTokens: cfg.Context.ToolResultMaxTokens, ReminderAfter: cfg.Agent.ReminderAfter,
+		WorkspaceRoot: workspaceRoot(cfg), Logger: log,
+	})
+	if err != nil {
+		return nil, err
+	}
+
+	qopts := queue.Options{Lease: cfg.Queue.Lease, Logger: log}
+	if embedded || cfg.Redis.URL == "" {
+		mem := queue.NewMemory(qopts)
+		sys.queue = mem
+		sys.closers = append(sys.closers, mem.Close)
+	} else {
+		rq, closeRedis, err := openRedis(ctx, cfg.Redis.URL, qopts)
+		if err != nil {
+			return nil, err
+		}
+		sys.queue = rq
+		sys.closers = append(sys.closers, closeRedis)
+	}
+	sys.dispatch = worker.Dispatch{Store: sys.store, Queue: sys.queue}
+	exec := worker.NewExecutor(sys.store, sys.queue, sys.engine, worker.ExecutorConfig{MaxFailures: cfg.Queue.MaxFailures, Logger: log})
+	sys.pool = worker.NewPool(sys.queue, exec, worker.PoolConfig{
+		Concurrency: cfg.Workers.Concurrency, Lease: cfg.Queue.Lease, Heartbeat: cfg.Queue.Heartbeat,
+		ShutdownGrace: cfg.Workers.ShutdownGrace, MaxFailures: cfg.Queue.MaxFailures,
+		OnDead: worker.DeadJobs(sys.store, log), Logger: log,
+	})
+	sys.rec = &worker.Reconciler{Store: sys.store, Queue: sys.queue, Logger: log}
+	return sys, nil
+}
+
+// openRedis connects to Redis, retrying with backoff until it answers or
+// ctx ends: a Redis that is still starting is waited for, never replaced by
+// the in-process queue.
+func openRedis(ctx context.Context, rawURL string, opts queue.Options) (*queue.Redis, func() error, error) {
+	ropts, err := redis.ParseURL(rawURL)
+	if err != nil {
+		return nil, nil, &ConfigError{Key: "redis.url", Msg: "not a Redis URL: " + redactURL(rawURL)}
+	}
+	client := redis.NewClient(ropts)
+	delay := 200 * time.Millisecond
+	for {
+		err := client.Ping(ctx).Err()
+		if err == nil {
+			break
+		}
+		opts.Logger.Warn("Redis is not answering; retrying", "addr", ropts.Addr, "err", err, "retry_in", delay)
+		select {
+		case <-ctx.Done():
+			client.Close()
+			return nil, nil, fmt.Errorf("connect to Redis at %s: %w", ropts.Addr, errors.Join(err, ctx.Err()))
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 10*time.Second)
+	}
+	q, err := queue.NewRedis(client, opts)
+	if err != nil {
+		client.Close()
+		return nil, nil, err
+	}
+	return q, client.Close, nil
+}
+
+// redactURL drops the password of a URL for messages.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable)"
+	}
+	return u.Redacted()
+}
+
+// Close releases everything, last opened first.
+func (s *system) Close() error {
+	var errs []error
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		errs = append(errs, s.closers[i]())
+	}
+	s.closers = nil
+	return errors.Join(errs...)
+}
