@@ -324,7 +324,21 @@ func (m *Main) worker(ctx context.Context, args []string) error {
 	if err := m.requireRedis("worker"); err != nil {
 		return err
 	}
-	return notYet("worker")
+	sys, err := newSystem(ctx, m.Config, m.Logger, false)
+	if err != nil {
+		return m.systemErr("worker", err)
+	}
+	defer sys.Close()
+	m.Logger.Info("worker started", "concurrency", m.Config.Workers.Concurrency)
+	recDone := make(chan struct{})
+	go func() {
+		defer close(recDone)
+		_ = sys.rec.Run(ctx)
+	}()
+	err = sys.pool.Run(ctx) // until SIGTERM/SIGINT, then a graceful shutdown
+	<-recDone
+	m.Logger.Info("worker stopped")
+	return err
 }
 
 // jobFlags are the job options of chat and run.

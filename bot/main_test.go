@@ -56,7 +56,6 @@ func TestMainExitCodes(t *testing.T) {
 		{"serve extra argument", nil, []string{"serve", "now"}, 2, []string{`unexpected argument "now"`}, nil},
 		{"worker without redis", nil, []string{"worker"}, 2, []string{"baton worker: redis.url: must be set"}, nil},
 		{"gateway without redis", nil, []string{"gateway"}, 2, []string{"baton gateway: redis.url: must be set"}, nil},
-		{"worker with redis", redis, []string{"worker"}, 1, []string{"baton worker: not available yet"}, nil},
 		{"gateway with redis", redis, []string{"gateway"}, 1, []string{"baton gateway: not available yet"}, nil},
 		{"serve", nil, []string{"serve"}, 1, []string{"baton serve: not available yet"}, nil},
 		{"chat", nil, []string{"chat", "--piece", "research", "--data-dir", t.TempDir()}, 1, []string{"baton chat: not available yet"}, nil},
@@ -116,7 +115,7 @@ func TestMainDataDirFlag(t *testing.T) {
 
 func TestMainLogsWithoutSecrets(t *testing.T) {
 	cfg := writeConfig(t, "log:\n  level: debug\n  format: json\n")
-	code, _, stderr := runMain(t, map[string]string{"OPENAI_API_KEY": "sk-topsecret", "REDIS_URL": "redis://:hunter2@127.0.0.1:1"}, "worker", "--config", cfg)
+	code, _, stderr := runMain(t, map[string]string{"OPENAI_API_KEY": "sk-topsecret", "REDIS_URL": "redis://:hunter2@127.0.0.1:1"}, "gateway", "--config", cfg)
 	if code != 1 {
 		t.Fatalf("exit %d, want 1\n%s", code, stderr)
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/url"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -77,8 +78,8 @@ func loadPieces(cfg Config, set *tools.Set) (*piece.Library, error) {
 
 // newSystem builds the machinery. embedded forces the in-process queue
 // whatever redis.url says (baton run, baton chat).
-func newSystem(ctx context.Context, cfg Config, log *slog.Logger, embedded bool) (sys *system, err error) {
-	sys = &system{cfg: cfg, log: log}
+func newSystem(ctx context.Context, cfg Config, log *slog.Logger, embedded bool) (_ *system, err error) {
+	sys := &system{cfg: cfg, log: log}
 	defer func() {
 		if err != nil {
 			sys.Close()
@@ -155,10 +156,15 @@ func openRedis(ctx context.Context, rawURL string, opts queue.Options) (*queue.R
 	if err != nil {
 		return nil, nil, &ConfigError{Key: "redis.url", Msg: "not a Redis URL: " + redactURL(rawURL)}
 	}
+	routeRedisLogs(opts.Logger)
+	// Baton retries the first contact itself, with a message each time.
+	ropts.DialerRetries = 1
 	client := redis.NewClient(ropts)
 	delay := 200 * time.Millisecond
 	for {
-		err := client.Ping(ctx).Err()
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := client.Ping(pctx).Err()
+		cancel()
 		if err == nil {
 			break
 		}
@@ -177,6 +183,21 @@ func openRedis(ctx context.Context, rawURL string, opts queue.Options) (*queue.R
 		return nil, nil, err
 	}
 	return q, client.Close, nil
+}
+
+// redisLogs sends go-redis's own log lines (dial failures, reconnects) to
+// Baton's logger instead of the standard logger.
+type redisLogs struct{ log *slog.Logger }
+
+func (r redisLogs) Printf(ctx context.Context, format string, args ...any) {
+	r.log.Debug(fmt.Sprintf(format, args...), "component", "redis")
+}
+
+var redisLogsOnce sync.Once
+
+// routeRedisLogs installs redisLogs; go-redis keeps one logger per process.
+func routeRedisLogs(log *slog.Logger) {
+	redisLogsOnce.Do(func() { redis.SetLogger(redisLogs{log: log}) })
 }
 
 // redactURL drops the password of a URL for messages.
