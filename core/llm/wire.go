@@ -171,3 +171,14 @@ func toolNames(tools []ToolDef) func(string) bool {
 	}
 	return func(name string) bool { return set[name] }
 }
+
+// Encode returns the JSON body Complete would send for req (the
+// translation and the encoding, without the network). Benchmarks of the
+// engine's per-turn work use it.
+func (c *Client) Encode(req Request) ([]byte, error) {
+	w, err := c.wireRequest(req)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(w)
+}

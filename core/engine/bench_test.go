@@ -1,0 +1,72 @@
+package engine
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/baton-bot/baton/core/llm"
+	"github.com/baton-bot/baton/core/tokens"
+)
+
+// BenchmarkTurnOverhead measures the engine's work for one agent turn at a
+// 100k-token context (SPEC §15): from a response received to the next
+// request encoded — recording the assistant message and its usage, adding
+// a tool result, counting only the new content with the tokenizer,
+// checking the context ladder, and translating and JSON-encoding the whole
+// request. The tool itself and the network are excluded.
+//
+//	go test ./core/engine/ -run '^$' -bench TurnOverhead -benchmem
+func BenchmarkTurnOverhead(b *testing.B) {
+	counter := tokens.Default()
+	client, err := llm.New(llm.Config{BaseURL: "http://127.0.0.1:1/v1", Model: "gpt-4.1-mini"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defs := []llm.ToolDef{transitionDef([]string{"COMPLETE", "ASK", "ABORT"})}
+	m := newMeter(1_000_000, counter, defs)
+	var msgs []llm.Message
+	add := func(msg llm.Message) {
+		msgs = append(msgs, msg)
+		m.appended(msg)
+	}
+	add(llm.Message{Role: llm.RoleSystem, Content: strings.Repeat("You are a careful engineer. ", 40)})
+	add(llm.Message{Role: llm.RoleUser, Content: strings.Repeat("Summarise the report in input/. ", 40)})
+	// Fill the movement with tool calls and results up to ~100k tokens.
+	result := strings.Repeat("line of a source file with some code in it: x := f(y) // comment\n", 60)
+	for i := 0; m.used() < 100_000; i++ {
+		add(llm.Message{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{{ID: fmt.Sprint("c", i), Name: "Read", Arguments: `{"path":"input/file.go","offset":1}`}}})
+		add(llm.Message{Role: llm.RoleTool, ToolCallID: fmt.Sprint("c", i), Name: "Read", Content: result})
+	}
+	b.Logf("context: %d tokens in %d messages", m.used(), len(msgs))
+	base := len(msgs)
+	assistant := llm.Message{Role: llm.RoleAssistant, Content: "Reading the next part.", ToolCalls: []llm.ToolCall{{ID: "next", Name: "Read", Arguments: `{"path":"input/file.go","offset":61}`}}}
+	tool := llm.Message{Role: llm.RoleTool, ToolCallID: "next", Name: "Read", Content: result}
+	levels := Levels{Warn: 0.70, Prompt: 0.85, Force: 0.95, Exhausted: 0.99}
+	var size int
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		// Each turn starts from the same 100k-token movement.
+		msgs = msgs[:base]
+		add(assistant)
+		m.responded(llm.Usage{PromptTokens: 100_000, CompletionTokens: 20, Reported: true})
+		add(tool)
+		_ = m.check(levels)
+		body, err := client.Encode(llm.Request{Messages: msgs, Tools: defs, MaxTokens: 4096, ToolChoice: llm.ToolChoiceAuto})
+		if err != nil {
+			b.Fatal(err)
+		}
+		size = len(body)
+		m.counts, m.total = m.counts[:base], sumInts(m.counts[:base])
+	}
+	b.ReportMetric(float64(size), "request-bytes")
+}
+
+func sumInts(xs []int) int {
+	n := 0
+	for _, x := range xs {
+		n += x
+	}
+	return n
+}
