@@ -1,16 +1,20 @@
 package engine_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"image"
+	"image/png"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"testing/fstest"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -622,4 +626,95 @@ func TestLongInstructionCutAndSaved(t *testing.T) {
 	}
 }
 
-var _ = fstest.MapFS{}
+func TestGitContextAfterMovement(t *testing.T) {
+	const gitPiece = `
+name: git-step
+movements:
+  - name: change
+    persona: You are a test.
+    instruction: Change the file.
+    tools: [Write]
+    next: [check]
+    git_context: true
+  - name: check
+    persona: You are a test.
+    instruction: Check the change.
+    tools: [Read]
+    next: [COMPLETE]
+`
+	f := newFixture(t, map[string]string{"git-step": gitPiece})
+	git := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-C", f.ws, "-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	git("init", "-q")
+	if err := os.WriteFile(filepath.Join(f.ws, "output", "notes.txt"), []byte("old line\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git("add", "output/notes.txt")
+	git("commit", "-q", "-m", "start")
+	f.srv.Script(
+		llmtest.Call("Write", `{"path":"output/notes.txt","content":"new line\n"}`),
+		transition("check", "changed notes"),
+		transition("COMPLETE", "checked"),
+	)
+	f.run(f.start("git-step", "x"))
+	user := f.srv.Requests()[2].Messages[1].Text()
+	for _, want := range []string{"## Changes in the workspace (git)", " M output/notes.txt", "-old line", "+new line"} {
+		if !strings.Contains(user, want) {
+			t.Errorf("the next movement's prompt lacks %q:\n%s", want, user)
+		}
+	}
+}
+
+func TestReadImageSentAsImagePart(t *testing.T) {
+	f := newFixture(t, nil)
+	img := image.NewRGBA(image.Rect(0, 0, 4, 4))
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, img); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(f.ws, "input", "shot.png"), buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f.srv.Script(
+		llmtest.Call("ReadImage", `{"path":"input/shot.png"}`),
+		transition("COMPLETE", "a black square"),
+	)
+	f.run(f.start("chat", "what is in the screenshot?"))
+	second := f.srv.Requests()[1]
+	var found bool
+	for _, m := range second.Messages {
+		for _, p := range m.Parts {
+			if p.Type == "image_url" && strings.HasPrefix(p.ImageURL, "data:image/png;base64,") {
+				found = m.Role == "user"
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no PNG image part in a user message of the next request: %+v", second.Messages)
+	}
+}
+
+func TestInvalidUTF8AndHugeComment(t *testing.T) {
+	f := newFixture(t, nil)
+	f.comment(core.RoleUser, "bob", "bad \xff\xfe bytes and "+strings.Repeat("x", 1<<20))
+	f.srv.Script(transition("COMPLETE", "ok"))
+	fin := f.run(f.start("chat", "look \xff here"))
+	if fin.To != core.JobSucceeded {
+		t.Fatalf("finish = %+v", fin)
+	}
+	user := f.srv.Requests()[0].Messages[1].Text()
+	if !utf8.ValidString(user) {
+		t.Errorf("the prompt is not valid UTF-8")
+	}
+	if len(user) > 20000 {
+		t.Errorf("a 1 MB comment made a %d-byte prompt", len(user))
+	}
+}
