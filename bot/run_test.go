@@ -8,6 +8,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/creack/pty"
 
 	"github.com/baton-bot/baton/core/llmtest"
 )
@@ -136,5 +139,54 @@ func TestRunContinuesTask(t *testing.T) {
 	user := n.srv.Requests()[1].Messages[1].Text()
 	if !strings.Contains(user, "The capital is Paris.") {
 		t.Errorf("the follow-up does not see the previous answer:\n%s", user)
+	}
+}
+
+// TestRunAskOnTerminal answers the agent's question at the terminal: with
+// stdin a terminal, baton run prompts and the job goes on.
+func TestRunAskOnTerminal(t *testing.T) {
+	ptm, tty, err := pty.Open()
+	if err != nil {
+		t.Skipf("no pseudo-terminal here: %v", err)
+	}
+	defer ptm.Close()
+	defer tty.Close()
+	n := newNewcomer(t)
+	n.srv.Script(
+		llmtest.Call("transition", `{"next_step":"ASK","summary":"need a name","question":"What is the project called?"}`),
+		llmtest.Call("transition", `{"next_step":"COMPLETE","summary":"Named it Baton."}`),
+	)
+	var out, errOut syncBuffer
+	m := NewMain()
+	m.Stdin, m.Stdout, m.Stderr = tty, &out, &errOut
+	m.Env = mapEnv(n.env)
+	done := make(chan int, 1)
+	go func() {
+		done <- m.Report(m.Run(context.Background(), []string{"run", "--config", n.conf, "name the project"}))
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(out.String(), "What is the project called?") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no question on stdout:\n%s\n%s", out.String(), errOut.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := ptm.Write([]byte("Baton\n")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out.String(), errOut.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("baton run did not finish after the answer")
+	}
+	if !strings.Contains(out.String(), "Named it Baton.") {
+		t.Errorf("stdout = %q", out.String())
+	}
+	user := n.srv.Requests()[1].Messages[1].Text()
+	if !strings.Contains(user, "alice: Baton") {
+		t.Errorf("the answer is not among the last comments:\n%s", user)
 	}
 }
