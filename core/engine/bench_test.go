@@ -2,6 +2,8 @@ package engine
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -32,16 +34,23 @@ func BenchmarkTurnOverhead(b *testing.B) {
 	}
 	add(llm.Message{Role: llm.RoleSystem, Content: strings.Repeat("You are a careful engineer. ", 40)})
 	add(llm.Message{Role: llm.RoleUser, Content: strings.Repeat("Summarise the report in input/. ", 40)})
+	// Tool results are 4 KB chunks of Baton's own sources: real code, each
+	// turn's result different from the last.
+	corpus := sourceChunks(b, 4096)
+	next := 0
+	chunk := func() string {
+		c := corpus[next%len(corpus)]
+		next++
+		return c
+	}
 	// Fill the movement with tool calls and results up to ~100k tokens.
-	result := strings.Repeat("line of a source file with some code in it: x := f(y) // comment\n", 60)
 	for i := 0; m.used() < 100_000; i++ {
 		add(llm.Message{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{{ID: fmt.Sprint("c", i), Name: "Read", Arguments: `{"path":"input/file.go","offset":1}`}}})
-		add(llm.Message{Role: llm.RoleTool, ToolCallID: fmt.Sprint("c", i), Name: "Read", Content: result})
+		add(llm.Message{Role: llm.RoleTool, ToolCallID: fmt.Sprint("c", i), Name: "Read", Content: chunk()})
 	}
-	b.Logf("context: %d tokens in %d messages", m.used(), len(msgs))
+	b.Logf("context: %d tokens in %d messages; %d source chunks", m.used(), len(msgs), len(corpus))
 	base := len(msgs)
 	assistant := llm.Message{Role: llm.RoleAssistant, Content: "Reading the next part.", ToolCalls: []llm.ToolCall{{ID: "next", Name: "Read", Arguments: `{"path":"input/file.go","offset":61}`}}}
-	tool := llm.Message{Role: llm.RoleTool, ToolCallID: "next", Name: "Read", Content: result}
 	levels := Levels{Warn: 0.70, Prompt: 0.85, Force: 0.95, Exhausted: 0.99}
 	var size int
 	b.ReportAllocs()
@@ -51,7 +60,7 @@ func BenchmarkTurnOverhead(b *testing.B) {
 		msgs = msgs[:base]
 		add(assistant)
 		m.responded(llm.Usage{PromptTokens: 100_000, CompletionTokens: 20, Reported: true})
-		add(tool)
+		add(llm.Message{Role: llm.RoleTool, ToolCallID: "next", Name: "Read", Content: chunk()})
 		_ = m.check(levels)
 		body, err := client.Encode(llm.Request{Messages: msgs, Tools: defs, MaxTokens: 4096, ToolChoice: llm.ToolChoiceAuto})
 		if err != nil {
@@ -61,6 +70,32 @@ func BenchmarkTurnOverhead(b *testing.B) {
 		m.counts, m.total = m.counts[:base], sumInts(m.counts[:base])
 	}
 	b.ReportMetric(float64(size), "request-bytes")
+}
+
+// sourceChunks cuts the Go sources of the module into chunks of about n
+// bytes on line boundaries.
+func sourceChunks(b *testing.B, n int) []string {
+	files, _ := filepath.Glob(filepath.Join("..", "..", "*", "*", "*.go"))
+	more, _ := filepath.Glob(filepath.Join("..", "..", "*", "*.go"))
+	var chunks []string
+	var cur strings.Builder
+	for _, f := range append(files, more...) {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for line := range strings.Lines(string(src)) {
+			cur.WriteString(line)
+			if cur.Len() >= n {
+				chunks = append(chunks, cur.String())
+				cur.Reset()
+			}
+		}
+	}
+	if len(chunks) < 100 {
+		b.Fatalf("only %d chunks of source", len(chunks))
+	}
+	return chunks
 }
 
 func sumInts(xs []int) int {

@@ -35,13 +35,17 @@ func (c *Client) Complete(ctx context.Context, req Request) (Response, error) {
 	if err != nil {
 		return Response{}, fmt.Errorf("llm: %w", err)
 	}
+	body, err := encodeBody(req, wreq)
+	if err != nil {
+		return Response{}, fmt.Errorf("llm: %w", err)
+	}
 	known := toolNames(req.Tools)
 	if req.ToolChoice == ToolChoiceNone {
 		known = nil // the caller wants text: take none of it for calls
 	}
 	for retry := 0; ; retry++ {
 		start := time.Now()
-		resp, f := c.attempt(ctx, wreq, known)
+		resp, f := c.attempt(ctx, wreq, body, known)
 		if f == nil {
 			c.log.DebugContext(ctx, "llm: completion",
 				"model", wreq.Model, "took", time.Since(start).Round(time.Millisecond),
@@ -82,10 +86,10 @@ type failure struct {
 	err    error         // the detail, API key removed
 }
 
-func (c *Client) attempt(ctx context.Context, wreq openai.ChatCompletionRequest, known func(string) bool) (Response, *failure) {
+func (c *Client) attempt(ctx context.Context, wreq openai.ChatCompletionRequest, body []byte, known func(string) bool) (Response, *failure) {
 	actx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	x := &exchange{}
+	x := &exchange{request: body}
 	out, err := c.api.CreateChatCompletion(context.WithValue(actx, exchangeKey{}, x), wreq)
 	if err != nil {
 		return Response{}, c.classify(actx, x, err)
@@ -249,6 +253,7 @@ type exchangeKey struct{}
 // a usage object at all. It is used by one goroutine: go-openai reads the
 // reply within the call that sent the request.
 type exchange struct {
+	request   []byte // the body to send in place of go-openai's (body.go)
 	header    http.Header
 	body      bytes.Buffer // the reply's first bodyKeep bytes
 	truncated bool
@@ -277,11 +282,18 @@ func (x *exchange) usageReported(u openai.Usage) bool {
 type recorder struct{ hc *http.Client }
 
 func (r recorder) Do(req *http.Request) (*http.Response, error) {
+	x, _ := req.Context().Value(exchangeKey{}).(*exchange)
+	if x != nil && x.request != nil {
+		body := x.request
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+		req.ContentLength = int64(len(body))
+	}
 	resp, err := r.hc.Do(req)
 	if err != nil {
 		return resp, err
 	}
-	if x, ok := req.Context().Value(exchangeKey{}).(*exchange); ok {
+	if x != nil {
 		x.header = resp.Header
 		resp.Body = &teeBody{ReadCloser: resp.Body, x: x}
 	}

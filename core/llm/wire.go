@@ -15,7 +15,9 @@ import (
 // emptySchema is sent for a tool that declares no parameters.
 var emptySchema = json.RawMessage(`{"type":"object","properties":{}}`)
 
-// wireRequest translates req into go-openai's request.
+// wireRequest returns go-openai's request for req without its messages
+// and tools (see body.go): the model, the tool choice and the token limit,
+// which go-openai validates.
 func (c *Client) wireRequest(req Request) (openai.ChatCompletionRequest, error) {
 	w := openai.ChatCompletionRequest{Model: req.Model}
 	if w.Model == "" {
@@ -26,29 +28,6 @@ func (c *Client) wireRequest(req Request) (openai.ChatCompletionRequest, error) 
 	}
 	if len(req.Messages) == 0 {
 		return w, errors.New("no messages to send")
-	}
-	w.Messages = make([]openai.ChatCompletionMessage, len(req.Messages))
-	for i, m := range req.Messages {
-		wm, err := wireMessage(m)
-		if err != nil {
-			return w, fmt.Errorf("message %d: %w", i, err)
-		}
-		w.Messages[i] = wm
-	}
-	if len(req.Tools) > 0 {
-		w.Tools = make([]openai.Tool, len(req.Tools))
-		for i, t := range req.Tools {
-			params := t.Parameters
-			if len(params) == 0 {
-				params = emptySchema
-			}
-			if !json.Valid(params) {
-				return w, fmt.Errorf("tool %q: parameters are not valid JSON", t.Name)
-			}
-			w.Tools[i] = openai.Tool{Type: openai.ToolTypeFunction, Function: &openai.FunctionDefinition{
-				Name: t.Name, Description: t.Description, Parameters: params,
-			}}
-		}
 	}
 	switch req.ToolChoice {
 	case "":
@@ -65,50 +44,6 @@ func (c *Client) wireRequest(req Request) (openai.ChatCompletionRequest, error) 
 		if errors.Is(openai.NewReasoningValidator().Validate(w), openai.ErrReasoningModelMaxTokensDeprecated) {
 			w.MaxTokens, w.MaxCompletionTokens = 0, req.MaxTokens
 		}
-	}
-	return w, nil
-}
-
-func wireMessage(m Message) (openai.ChatCompletionMessage, error) {
-	switch m.Role {
-	case RoleSystem, RoleUser, RoleAssistant, RoleTool:
-	default:
-		return openai.ChatCompletionMessage{}, fmt.Errorf("unknown role %q", m.Role)
-	}
-	w := openai.ChatCompletionMessage{Role: m.Role, Name: m.Name, ToolCallID: m.ToolCallID}
-	if len(m.Parts) == 0 {
-		w.Content = m.Content
-	} else {
-		w.MultiContent = make([]openai.ChatMessagePart, 0, len(m.Parts)+1)
-		if m.Content != "" {
-			w.MultiContent = append(w.MultiContent, openai.ChatMessagePart{Type: openai.ChatMessagePartTypeText, Text: m.Content})
-		}
-		for i, p := range m.Parts {
-			switch p.Type {
-			case PartText:
-				w.MultiContent = append(w.MultiContent, openai.ChatMessagePart{Type: openai.ChatMessagePartTypeText, Text: p.Text})
-			case PartImage:
-				if len(p.ImageData) == 0 {
-					return w, fmt.Errorf("part %d: empty image", i)
-				}
-				w.MultiContent = append(w.MultiContent, openai.ChatMessagePart{
-					Type:     openai.ChatMessagePartTypeImageURL,
-					ImageURL: &openai.ChatMessageImageURL{URL: dataURL(p.ImageMIME, p.ImageData)},
-				})
-			default:
-				return w, fmt.Errorf("part %d: unknown type %q", i, p.Type)
-			}
-		}
-	}
-	for _, tc := range m.ToolCalls {
-		args := tc.Arguments
-		if args == "" {
-			args = "{}"
-		}
-		w.ToolCalls = append(w.ToolCalls, openai.ToolCall{
-			ID: tc.ID, Type: openai.ToolTypeFunction,
-			Function: openai.FunctionCall{Name: tc.Name, Arguments: args},
-		})
 	}
 	return w, nil
 }
@@ -180,5 +115,5 @@ func (c *Client) Encode(req Request) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(w)
+	return encodeBody(req, w)
 }

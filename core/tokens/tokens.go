@@ -29,7 +29,24 @@ const DefaultEncoding = "o200k_base"
 // concurrent use.
 type BPE struct {
 	codec tokenizer.Codec
+	memo  *memo
 }
+
+// memo remembers the token counts of short pieces of text, shared by every
+// counter of one encoding: the tokenizer's pre-split pattern runs on a
+// backtracking regular-expression engine at a few MB/s, while the pieces of
+// real text (words, identifiers, punctuation) repeat endlessly.
+type memo struct {
+	mu     sync.Mutex
+	counts map[string]int // guarded by mu
+}
+
+// Bounds of the memo: pieces longer than memoPiece bytes are not kept, and
+// the memo is emptied when it reaches memoEntries.
+const (
+	memoPiece   = 48
+	memoEntries = 1 << 16
+)
 
 var _ Counter = (*BPE)(nil)
 
@@ -38,7 +55,20 @@ var _ Counter = (*BPE)(nil)
 var (
 	codecsMu sync.Mutex
 	codecs   = map[tokenizer.Encoding]tokenizer.Codec{} // guarded by codecsMu
+	memos    = map[string]*memo{}                       // guarded by codecsMu; by encoding name
 )
+
+// memoFor returns the memo shared by the counters of encoding name.
+func memoFor(name string) *memo {
+	codecsMu.Lock()
+	defer codecsMu.Unlock()
+	m, ok := memos[name]
+	if !ok {
+		m = &memo{counts: make(map[string]int)}
+		memos[name] = m
+	}
+	return m
+}
 
 func codecFor(enc tokenizer.Encoding) (tokenizer.Codec, error) {
 	codecsMu.Lock()
@@ -61,7 +91,7 @@ func New(encoding string) (*BPE, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &BPE{codec: c}, nil
+	return &BPE{codec: c, memo: memoFor(c.GetName())}, nil
 }
 
 // Default returns the o200k_base counter.
@@ -70,7 +100,7 @@ func Default() *BPE {
 	if err != nil {
 		panic("tokens: o200k_base is compiled in: " + err.Error())
 	}
-	return &BPE{codec: c}
+	return &BPE{codec: c, memo: memoFor(c.GetName())}
 }
 
 // ForModel returns the counter for an OpenAI model name ("gpt-4o",
@@ -88,7 +118,7 @@ func ForModel(model string) *BPE {
 	if cached, err := codecFor(tokenizer.Encoding(c.GetName())); err == nil {
 		c = cached
 	}
-	return &BPE{codec: c}
+	return &BPE{codec: c, memo: memoFor(c.GetName())}
 }
 
 // Encoding names the encoding in use.
@@ -103,28 +133,60 @@ func (b *BPE) Encoding() string { return b.codec.GetName() }
 // time (20 kB of " \n" takes about a second), and command output can be
 // megabytes of it. The count may then differ from the exact one by about a
 // token per piece.
+//
+// The text is counted piece by piece, cutting before every space that
+// follows a non-space: the tokenizer's pre-split never joins a non-space
+// with a following space, so the sum is the exact count, and each piece's
+// count is remembered (see memo).
 func (b *BPE) Count(s string) int {
 	n := 0
 	start := 0
 	run := 0 // length of the whitespace run ending at i
+	prevSpace := true
 	for i := 0; i < len(s); {
 		r, size := rune(s[i]), 1
 		if r >= utf8.RuneSelf {
 			r, size = utf8.DecodeRuneInString(s[i:])
 		}
-		if !unicode.IsSpace(r) {
+		space := unicode.IsSpace(r)
+		if r == ' ' && !prevSpace && i > start {
+			n += b.piece(s[start:i])
+			start = i
+		}
+		prevSpace = space
+		i += size
+		if !space {
 			run = 0
-			i += size
 			continue
 		}
 		run += size
-		i += size
 		if run >= maxSpaceRun {
-			n += b.count(s[start:i])
+			n += b.piece(s[start:i])
 			start, run = i, 0
 		}
 	}
-	return n + b.count(s[start:])
+	return n + b.piece(s[start:])
+}
+
+// piece counts one piece, through the memo when it is short.
+func (b *BPE) piece(s string) int {
+	if len(s) > memoPiece {
+		return b.count(s)
+	}
+	b.memo.mu.Lock()
+	n, ok := b.memo.counts[s]
+	b.memo.mu.Unlock()
+	if ok {
+		return n
+	}
+	n = b.count(s)
+	b.memo.mu.Lock()
+	defer b.memo.mu.Unlock()
+	if len(b.memo.counts) >= memoEntries {
+		clear(b.memo.counts)
+	}
+	b.memo.counts[strings.Clone(s)] = n
+	return n
 }
 
 // maxSpaceRun bounds the whitespace the tokenizer sees at once.

@@ -1,0 +1,149 @@
+package llm
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	openai "github.com/sashabaranov/go-openai"
+)
+
+// Baton encodes the chat completion body itself and go-openai carries it.
+//
+// go-openai's messages implement json.Marshaler, and encoding/json re-scans
+// (compacts) every Marshaler's output: building the body of a 100k-token
+// conversation that way takes about five times as long as encoding plain
+// structs, and the engine pays it on every turn. So Complete hands go-openai
+// a request without its messages and tools — go-openai still validates the
+// model and the token limits, sends, retries nothing, decodes the reply and
+// its errors — and the recorder puts the body built here on the wire.
+
+// bodyRequest is the JSON of a chat completion request.
+type bodyRequest struct {
+	Model               string        `json:"model"`
+	Messages            []bodyMessage `json:"messages"`
+	MaxTokens           int           `json:"max_tokens,omitempty"`
+	MaxCompletionTokens int           `json:"max_completion_tokens,omitempty"`
+	Tools               []bodyTool    `json:"tools,omitempty"`
+	ToolChoice          string        `json:"tool_choice,omitempty"`
+}
+
+type bodyMessage struct {
+	Role string `json:"role"`
+	// Content is a string, a []bodyPart, or nil (omitted: an assistant
+	// message that only calls tools).
+	Content    any            `json:"content,omitempty"`
+	Name       string         `json:"name,omitempty"`
+	ToolCalls  []bodyToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string         `json:"tool_call_id,omitempty"`
+}
+
+type bodyPart struct {
+	Type     string        `json:"type"`
+	Text     string        `json:"text,omitempty"`
+	ImageURL *bodyImageURL `json:"image_url,omitempty"`
+}
+
+type bodyImageURL struct {
+	URL string `json:"url"`
+}
+
+type bodyToolCall struct {
+	ID       string       `json:"id"`
+	Type     string       `json:"type"`
+	Function bodyFunction `json:"function"`
+}
+
+type bodyFunction struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+type bodyTool struct {
+	Type     string          `json:"type"`
+	Function bodyFunctionDef `json:"function"`
+}
+
+type bodyFunctionDef struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters"`
+}
+
+// encodeBody returns the JSON body for req, whose model and token limit
+// wreq (go-openai's validated request) already settled.
+func encodeBody(req Request, wreq openai.ChatCompletionRequest) ([]byte, error) {
+	b := bodyRequest{
+		Model: wreq.Model, MaxTokens: wreq.MaxTokens, MaxCompletionTokens: wreq.MaxCompletionTokens,
+		Messages: make([]bodyMessage, len(req.Messages)),
+	}
+	if s, ok := wreq.ToolChoice.(string); ok {
+		b.ToolChoice = s
+	}
+	for i, m := range req.Messages {
+		bm, err := bodyMessageOf(m)
+		if err != nil {
+			return nil, fmt.Errorf("message %d: %w", i, err)
+		}
+		b.Messages[i] = bm
+	}
+	for _, t := range req.Tools {
+		params := t.Parameters
+		if len(params) == 0 {
+			params = emptySchema
+		}
+		if !json.Valid(params) {
+			return nil, fmt.Errorf("tool %q: parameters are not valid JSON", t.Name)
+		}
+		b.Tools = append(b.Tools, bodyTool{Type: "function", Function: bodyFunctionDef{Name: t.Name, Description: t.Description, Parameters: params}})
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(b); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+func bodyMessageOf(m Message) (bodyMessage, error) {
+	switch m.Role {
+	case RoleSystem, RoleUser, RoleAssistant, RoleTool:
+	default:
+		return bodyMessage{}, fmt.Errorf("unknown role %q", m.Role)
+	}
+	bm := bodyMessage{Role: m.Role, Name: m.Name, ToolCallID: m.ToolCallID}
+	switch {
+	case len(m.Parts) > 0:
+		parts := make([]bodyPart, 0, len(m.Parts)+1)
+		if m.Content != "" {
+			parts = append(parts, bodyPart{Type: "text", Text: m.Content})
+		}
+		for i, p := range m.Parts {
+			switch p.Type {
+			case PartText:
+				parts = append(parts, bodyPart{Type: "text", Text: p.Text})
+			case PartImage:
+				if len(p.ImageData) == 0 {
+					return bm, fmt.Errorf("part %d: empty image", i)
+				}
+				parts = append(parts, bodyPart{Type: "image_url", ImageURL: &bodyImageURL{URL: dataURL(p.ImageMIME, p.ImageData)}})
+			default:
+				return bm, fmt.Errorf("part %d: unknown type %q", i, p.Type)
+			}
+		}
+		bm.Content = parts
+	case m.Content != "" || m.Role == RoleTool || len(m.ToolCalls) == 0:
+		// A tool result is always sent with its content, even empty: some
+		// servers refuse a tool message without one.
+		bm.Content = m.Content
+	}
+	for _, tc := range m.ToolCalls {
+		args := tc.Arguments
+		if args == "" {
+			args = "{}"
+		}
+		bm.ToolCalls = append(bm.ToolCalls, bodyToolCall{ID: tc.ID, Type: "function", Function: bodyFunction{Name: tc.Name, Arguments: args}})
+	}
+	return bm, nil
+}
