@@ -718,3 +718,44 @@ func TestInvalidUTF8AndHugeComment(t *testing.T) {
 		t.Errorf("a 1 MB comment made a %d-byte prompt", len(user))
 	}
 }
+
+// TestRedeliveredJobResumesAtItsMovement: a job whose worker died in its
+// second movement starts there again, with the lessons it had carried, not
+// from the start.
+func TestRedeliveredJobResumesAtItsMovement(t *testing.T) {
+	f := newFixture(t, map[string]string{"two-step": twoStep})
+	f.srv.Script(
+		transition("second", "first done", "lessons", "remember the port is 8080"),
+		llmtest.Call("Read", `{"path":"input/none"}`),
+	)
+	j := f.start("two-step", "x")
+	// The first attempt dies during the second movement: its context ends
+	// while the engine waits for the next scripted reply.
+	ctx, cancel := context.WithCancel(context.Background())
+	f.srv.Handle(func(llmtest.Request) llmtest.Step { cancel(); return llmtest.Text("late").After(time.Second) })
+	if _, err := f.eng.Run(ctx, worker.NewRun(j, f.store)); err == nil {
+		t.Fatal("the cancelled attempt returned no error")
+	}
+	// Redelivered: a new attempt takes the job over.
+	j2, err := f.store.StartJob(context.Background(), j.ID, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j2.Movement != "second" || j2.MovementCount != 1 {
+		t.Fatalf("persisted progress: movement %q count %d, want second and 1", j2.Movement, j2.MovementCount)
+	}
+	before := len(f.srv.Requests())
+	f.srv.Script(transition("COMPLETE", "done"))
+	f.srv.Handle(nil)
+	fin := f.run(j2)
+	if fin.To != core.JobSucceeded {
+		t.Fatalf("finish = %+v", fin)
+	}
+	first := f.srv.Requests()[before]
+	if !strings.Contains(first.Messages[0].Text(), "**second** (this step)") {
+		t.Errorf("the redelivered job did not resume at its movement")
+	}
+	if !strings.Contains(first.Messages[1].Text(), "remember the port is 8080") {
+		t.Errorf("the carried lessons were lost")
+	}
+}

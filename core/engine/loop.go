@@ -162,6 +162,12 @@ func (m *movement) loop(ctx context.Context) (outcome, error) {
 
 // checkContext applies the context manager's ladder before a request. It
 // reports stop with the forced outcome when the window is too full to go on.
+//
+// Compaction (context.compaction: on) slots in here, before the ladder:
+// masking old tool results and summarising the movement so far lower the
+// ratio, so that the 85 % prompt and the forced transition are reached only
+// when it could not help. With compaction off (the only value until it is
+// built) the ladder is the note's, exactly.
 func (m *movement) checkContext(ctx context.Context, lastText string) (outcome, bool) {
 	pr, e := m.pr, m.pr.e
 	ratio := m.meter.ratio()
