@@ -143,6 +143,9 @@ type OutboxStore interface {
 	OutboxRetry(ctx context.Context, id int64, next time.Time, lastErr string) error
 	// OutboxFail gives up on a message.
 	OutboxFail(ctx context.Context, id int64, lastErr string) error
+	// StatusMessage returns the platform id of job jobID's status message:
+	// its first update delivered. ErrNotFound when there is none yet.
+	StatusMessage(ctx context.Context, jobID int64) (string, error)
 }
 
 // InboundStore keeps dedup keys of inbound events.

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -151,6 +152,21 @@ func (s *Store) OutboxRetry(ctx context.Context, id int64, next time.Time, lastE
 func (s *Store) OutboxFail(ctx context.Context, id int64, lastErr string) error {
 	return s.updateOutbox(ctx, "fail", id, `UPDATE outbox SET state = ?, tries = tries + 1, last_error = ? WHERE id = ?`,
 		string(core.OutboxFailed), lastErr)
+}
+
+// StatusMessage implements core.OutboxStore.
+func (s *Store) StatusMessage(ctx context.Context, jobID int64) (string, error) {
+	var id string
+	err := s.reader.QueryRowContext(ctx, `SELECT platform_msg_id FROM outbox
+		WHERE job_id = ? AND kind = ? AND state = ? AND platform_msg_id IS NOT NULL AND platform_msg_id <> ''
+		ORDER BY id LIMIT 1`, jobID, string(core.OutboxUpdate), string(core.OutboxSent)).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", fmt.Errorf("status message of job %d: %w", jobID, core.ErrNotFound)
+	}
+	if err != nil {
+		return "", fmt.Errorf("status message of job %d: %w", jobID, err)
+	}
+	return id, nil
 }
 
 // SeenInbound records key and reports whether it was new: a key delivered

@@ -282,3 +282,29 @@ func TestInboundConcurrent(t *testing.T) {
 		t.Errorf("11 deliveries of one event: %d first, want 1", n)
 	}
 }
+
+func TestStatusMessage(t *testing.T) {
+	ctx := t.Context()
+	s := newStore(t)
+	j := newJob(t, s)
+	if _, err := s.StatusMessage(ctx, j.ID); !errors.Is(err, core.ErrNotFound) {
+		t.Fatalf("no status yet: err %v, want ErrNotFound", err)
+	}
+	if err := s.AddOutbox(ctx,
+		core.OutboxMessage{TaskID: j.TaskID, JobID: j.ID, Kind: core.OutboxUpdate, Payload: `{"text":"1"}`},
+		core.OutboxMessage{TaskID: j.TaskID, JobID: j.ID, Kind: core.OutboxUpdate, Payload: `{"text":"2"}`},
+	); err != nil {
+		t.Fatal(err)
+	}
+	due, err := s.DueOutbox(ctx, core.PlatformSlack, time.Now().Add(time.Hour), 10)
+	if err != nil || len(due) != 1 {
+		t.Fatalf("due = %v, %v", due, err)
+	}
+	if err := s.OutboxSent(ctx, due[0].ID, "1700.1"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.StatusMessage(ctx, j.ID)
+	if err != nil || got != "1700.1" {
+		t.Errorf("StatusMessage = %q, %v; want 1700.1", got, err)
+	}
+}
