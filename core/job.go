@@ -78,6 +78,7 @@ type Job struct {
 	RetryOf          int64 // 0: not a retry
 	Piece            string
 	Instruction      string
+	TriggerMsgID     string // platform id of the message that started it; "" for none
 	State            JobState
 	Movement         string // current movement; "" before the first
 	ResumeMovement   string // where an ASK or WAIT_SUBTASKS resumes

@@ -12,7 +12,7 @@ import (
 const jobCols = `id, task_id, COALESCE(parent_job_id, 0), COALESCE(retry_of, 0), piece, instruction, state,
 	movement, resume_movement, movement_count, iteration, attempt, failures, question, wait_seq, lessons,
 	result_summary, error, abort_requested_at, aborted_by, prompt_tokens, completion_tokens,
-	created_at, started_at, finished_at`
+	created_at, started_at, finished_at, trigger_msg_id`
 
 func scanJob(r scanner) (core.Job, error) {
 	var j core.Job
@@ -21,7 +21,7 @@ func scanJob(r scanner) (core.Job, error) {
 	err := r.Scan(&j.ID, &j.TaskID, &j.ParentJobID, &j.RetryOf, &j.Piece, &j.Instruction, &state,
 		&j.Movement, &j.ResumeMovement, &j.MovementCount, &j.Iteration, &j.Attempt, &j.Failures, &j.Question,
 		&j.WaitSeq, &j.Lessons, &j.ResultSummary, &j.Error, &abortAt, &j.AbortedBy, &j.PromptTokens,
-		&j.CompletionTokens, &created, &started, &finished)
+		&j.CompletionTokens, &created, &started, &finished, &j.TriggerMsgID)
 	if err != nil {
 		return core.Job{}, notFound(err)
 	}
@@ -52,11 +52,12 @@ func addEvent(ctx context.Context, q querier, e core.JobEvent) (int64, error) {
 func insertJob(ctx context.Context, tx *sql.Tx, j core.Job) (core.Job, error) {
 	var id int64
 	err := tx.QueryRowContext(ctx, `INSERT INTO jobs (task_id, parent_job_id, retry_of, piece, instruction, state,
-		movement, resume_movement, movement_count, iteration, lessons, prompt_tokens, completion_tokens, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+		movement, resume_movement, movement_count, iteration, lessons, prompt_tokens, completion_tokens, created_at,
+		trigger_msg_id)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
 		j.TaskID, nullID(j.ParentJobID), nullID(j.RetryOf), j.Piece, j.Instruction, string(core.JobQueued),
 		j.Movement, j.ResumeMovement, j.MovementCount, j.Iteration, j.Lessons, j.PromptTokens, j.CompletionTokens,
-		ms(now())).Scan(&id)
+		ms(now()), j.TriggerMsgID).Scan(&id)
 	if err != nil {
 		return core.Job{}, constraint(err)
 	}

@@ -799,3 +799,15 @@ func TestFinishAfterAbortRequest(t *testing.T) {
 		t.Errorf("the refused finish left %d outbox messages", len(msgs))
 	}
 }
+
+func TestJobTrigger(t *testing.T) {
+	s := newStore(t)
+	task := newTask(t, s)
+	j, err := s.CreateJob(t.Context(), core.Job{TaskID: task.ID, Piece: "chat", Instruction: "hi", TriggerMsgID: "1700.42"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := mustJob(t, s, j.ID); got.TriggerMsgID != "1700.42" {
+		t.Errorf("TriggerMsgID = %q, want 1700.42", got.TriggerMsgID)
+	}
+}
