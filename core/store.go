@@ -77,6 +77,10 @@ type Finish struct {
 	// in the same transaction as the state change.
 	Comments []Comment
 	Outbox   []OutboxMessage
+	// SeenCommentID is the newest comment of the task the run has seen (in
+	// its first prompt or handed to it while it ran); later ones still call
+	// for an answer. 0: unknown.
+	SeenCommentID int64
 }
 
 // JobStore keeps jobs and their history.

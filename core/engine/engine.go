@@ -152,13 +152,14 @@ func (e *Engine) Run(ctx context.Context, r *worker.Run) (core.Finish, error) {
 		return core.Finish{}, err
 	}
 	fin, err := run.run(ctx)
+	fin.SeenCommentID = run.seen
 	if err != nil {
 		if c := context.Cause(ctx); c != nil {
 			return core.Finish{}, c
 		}
 		var fe *failure
 		if errors.As(err, &fe) {
-			return core.Finish{To: core.JobFailed, Error: fe.reason}, nil
+			return core.Finish{To: core.JobFailed, Error: fe.reason, SeenCommentID: run.seen}, nil
 		}
 		return core.Finish{}, err
 	}

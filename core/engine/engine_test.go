@@ -759,3 +759,36 @@ func TestRedeliveredJobResumesAtItsMovement(t *testing.T) {
 		t.Errorf("the carried lessons were lost")
 	}
 }
+
+func TestSteeringReachesTheNextRequest(t *testing.T) {
+	f := newFixture(t, nil)
+	f.comment(core.RoleUser, "alice", "summarise the report")
+	steps := []llmtest.Step{
+		llmtest.Call("Read", `{"path":"input/none"}`),
+		transition("COMPLETE", "done"),
+	}
+	n := 0
+	f.srv.Handle(func(llmtest.Request) llmtest.Step {
+		if n == 0 { // a person writes while the first request is out
+			f.comment(core.RoleUser, "bob", "only the first chapter, please")
+			f.comment(core.RoleUser, "bob", "!status")
+		}
+		n++
+		return steps[n-1]
+	})
+	fin := f.run(f.start("chat", "summarise the report"))
+	reqs := f.srv.Requests()
+	var steered []string
+	for _, m := range reqs[1].Messages {
+		if m.Role == "user" && strings.HasPrefix(m.Text(), "New message in the thread") {
+			steered = append(steered, m.Text())
+		}
+	}
+	if diff := cmp.Diff([]string{"New message in the thread from bob: only the first chapter, please"}, steered); diff != "" {
+		t.Errorf("steering messages (-want +got):\n%s", diff)
+	}
+	recent, _ := f.store.RecentComments(context.Background(), f.task.ID, 1)
+	if fin.SeenCommentID != recent[0].ID {
+		t.Errorf("SeenCommentID = %d, want the newest comment %d", fin.SeenCommentID, recent[0].ID)
+	}
+}

@@ -57,6 +57,8 @@ type pieceRun struct {
 	state carried
 	log   *slog.Logger
 
+	seen int64 // the newest comment the run has seen (first prompt or steering)
+
 	mu               sync.Mutex
 	movement         string // guarded by mu: for status
 	iteration        int
@@ -99,6 +101,11 @@ func (pr *pieceRun) run(ctx context.Context) (core.Finish, error) {
 	}
 	resumedFromSubtasks := j.ResumeMovement != "" && j.WaitSeq > 0
 
+	// Comments from now on are news to the agent (steering); the first
+	// prompt holds the ones before.
+	if last, err := e.store.RecentComments(ctx, pr.task.ID, 1); err == nil && len(last) > 0 {
+		pr.seen = last[0].ID
+	}
 	enriched, err := e.enriched(ctx, pr.task, *j, pr.ws)
 	if err != nil {
 		return core.Finish{}, err
@@ -350,8 +357,36 @@ func (pr *pieceRun) event(ctx context.Context, kind, movement, detail string) er
 	return err
 }
 
-// steering returns messages to hand the agent before its next request.
-func (pr *pieceRun) steering(ctx context.Context) []llm.Message { return nil }
+// steeringRunes caps a message handed to a running agent.
+const steeringRunes = 2000
+
+// steering returns the people's messages that arrived in the thread since
+// the run last looked, to hand the agent before its next request.
+func (pr *pieceRun) steering(ctx context.Context) []llm.Message {
+	recent, err := pr.e.store.RecentComments(ctx, pr.task.ID, 10)
+	if err != nil {
+		pr.log.Warn("reading new comments failed", "err", err)
+		return nil
+	}
+	var out []llm.Message
+	for _, c := range recent {
+		if c.ID <= pr.seen {
+			continue
+		}
+		pr.seen = c.ID
+		text := strings.TrimSpace(c.Text)
+		if c.Role != core.RoleUser || strings.HasPrefix(text, "!") {
+			continue
+		}
+		name := c.AuthorName
+		if name == "" {
+			name = c.AuthorID
+		}
+		out = append(out, llm.Message{Role: llm.RoleUser, Content: pr.e.text.fill("new_message", map[string]string{"name": name, "text": pr.e.cut(text, steeringRunes)})})
+		_ = pr.event(ctx, "steered", pr.movement, fmt.Sprintf("comment %d from %s", c.ID, name))
+	}
+	return out
+}
 
 // children creates the child tasks of WAIT_SUBTASKS, each with a copy of
 // the parent's input/, and returns their jobs for the store to create with

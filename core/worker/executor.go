@@ -54,8 +54,26 @@ func (r *Run) Event(ctx context.Context, kind, movement, detail string) error {
 	return r.store.AddEvent(ctx, core.JobEvent{JobID: r.Job.ID, At: time.Now(), Kind: kind, Movement: movement, Detail: detail})
 }
 
+// Notifier says in a job's thread what happens to it. The messages it
+// returns are written to the outbox with the change they describe.
+type Notifier interface {
+	// Claimed returns the messages of a job that just started running.
+	Claimed(ctx context.Context, j core.Job) []core.OutboxMessage
+	// Finishing returns the messages that go with fin, the end of j's run.
+	Finishing(ctx context.Context, j core.Job, fin core.Finish) []core.OutboxMessage
+	// Finished is told the job as the finish left it, once committed.
+	Finished(ctx context.Context, j core.Job, fin core.Finish)
+}
+
+// Store is what an Executor needs of the store.
+type Store interface {
+	core.JobStore
+	AddOutbox(ctx context.Context, msgs ...core.OutboxMessage) error
+}
+
 // ExecutorConfig configures an Executor.
 type ExecutorConfig struct {
+	Notify      Notifier                  // optional
 	MaxFailures int                       // failed runs before a job fails for good (5)
 	Backoff     func(n int) time.Duration // delay before the n-th retry (core.RetryBackoff)
 	Logger      *slog.Logger
@@ -67,7 +85,7 @@ type ExecutorConfig struct {
 // already terminal is acked without running; one taken over by a newer
 // attempt is dropped.
 type Executor struct {
-	store  core.JobStore
+	store  Store
 	q      core.Queue
 	engine Engine
 	cfg    ExecutorConfig
@@ -78,7 +96,7 @@ var _ Handler = (*Executor)(nil)
 
 // NewExecutor returns an executor of store's jobs. q is used to dispatch the
 // jobs a finish creates or resumes (subtasks and their parent).
-func NewExecutor(store core.JobStore, q core.Queue, e Engine, cfg ExecutorConfig) *Executor {
+func NewExecutor(store Store, q core.Queue, e Engine, cfg ExecutorConfig) *Executor {
 	if cfg.MaxFailures <= 0 {
 		cfg.MaxFailures = 5
 	}
@@ -122,6 +140,13 @@ func (x *Executor) Handle(ctx context.Context, l core.Lease) Result {
 		return Result{Action: Nack, Delay: x.cfg.Backoff(l.Failures + 1)}
 	}
 	log = log.With("task", j.TaskID)
+	if x.cfg.Notify != nil {
+		if msgs := x.cfg.Notify.Claimed(wctx, j); len(msgs) > 0 {
+			if err := x.store.AddOutbox(wctx, msgs...); err != nil {
+				log.Warn("writing the claimed notice failed", "err", err)
+			}
+		}
+	}
 
 	var fin core.Finish
 	var runErr error
@@ -150,11 +175,11 @@ func (x *Executor) Handle(ctx context.Context, l core.Lease) Result {
 		}
 	}
 
-	done, err := x.store.FinishJob(wctx, j.ID, j.Attempt, fin)
+	done, err := x.finish(wctx, j, fin)
 	if errors.Is(err, core.ErrAborted) {
 		// The abort was requested while the run was ending: it wins.
 		fin = core.Finish{To: core.JobAborted}
-		done, err = x.store.FinishJob(wctx, j.ID, j.Attempt, fin)
+		done, err = x.finish(wctx, j, fin)
 	}
 	switch {
 	case errors.Is(err, core.ErrStale):
@@ -165,6 +190,9 @@ func (x *Executor) Handle(ctx context.Context, l core.Lease) Result {
 		return Result{Action: Nack, Delay: x.cfg.Backoff(l.Failures + 1)}
 	}
 	x.afterFinish(wctx, done, log)
+	if x.cfg.Notify != nil {
+		x.cfg.Notify.Finished(wctx, done, fin)
+	}
 
 	switch done.State {
 	case core.JobWaitingHuman, core.JobWaitingSubtasks:
@@ -177,6 +205,14 @@ func (x *Executor) Handle(ctx context.Context, l core.Lease) Result {
 	default:
 		return Result{Action: Ack}
 	}
+}
+
+// finish records fin with the notifier's messages for it.
+func (x *Executor) finish(ctx context.Context, j core.Job, fin core.Finish) (core.Job, error) {
+	if x.cfg.Notify != nil {
+		fin.Outbox = append(fin.Outbox, x.cfg.Notify.Finishing(ctx, j, fin)...)
+	}
+	return x.store.FinishJob(ctx, j.ID, j.Attempt, fin)
 }
 
 // finishes reports whether an engine may end a run with state s.

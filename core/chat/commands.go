@@ -1,0 +1,278 @@
+package chat
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/baton-bot/baton/core"
+)
+
+// runCommand runs an in-thread `!` command. Answers meant for the thread
+// (status, help) are posted there; refusals come back as the Reply.
+func (s *Service) runCommand(ctx context.Context, task core.Task, m Message, text string) (Reply, error) {
+	name, args, _ := command(text)
+	r, err := s.command(ctx, Command{Name: name, Args: args, Thread: m.Thread, InThread: task.ID != 0, Channel: m.Channel, Author: m.Author}, task)
+	if err != nil || !r.Public || task.ID == 0 {
+		return r, err
+	}
+	s.post(ctx, task.ID, 0, r.Text)
+	return Reply{}, nil
+}
+
+// HandleCommand runs a slash command. Inside a task's thread the task is
+// implicit; elsewhere Args may name one ("#42"). The Reply is for the
+// caller alone.
+func (s *Service) HandleCommand(ctx context.Context, c Command) (Reply, error) {
+	if !s.allowed(c.Author, c.Channel) {
+		return Reply{Text: s.say("not_allowed")}, nil
+	}
+	var task core.Task
+	if c.InThread {
+		t, err := s.store.TaskByThread(ctx, c.Thread)
+		if err != nil && !errors.Is(err, core.ErrNotFound) {
+			return Reply{}, err
+		}
+		task = t
+	}
+	r, err := s.command(ctx, c, task)
+	r.Public = false
+	return r, err
+}
+
+// command runs c in task (zero when there is none).
+func (s *Service) command(ctx context.Context, c Command, task core.Task) (Reply, error) {
+	if ref, ok := taskRef(c.Args); ok && c.Name != "piece" {
+		t, err := s.store.Task(ctx, ref)
+		if errors.Is(err, core.ErrNotFound) {
+			return Reply{Text: s.say("task_not_found", "task", "#"+strconv.FormatInt(ref, 10))}, nil
+		}
+		if err != nil {
+			return Reply{}, err
+		}
+		task = t
+	}
+	switch c.Name {
+	case "help":
+		return Reply{Text: s.help(), Public: true}, nil
+	case "status":
+		if task.ID == 0 {
+			return Reply{Text: s.say("no_task")}, nil
+		}
+		text, err := s.status(ctx, task)
+		return Reply{Text: text, Public: true}, err
+	case "abort", "stop", "cancel":
+		return s.abort(ctx, task, c.Author)
+	case "retry":
+		return s.retry(ctx, task, c.Author)
+	case "list":
+		return s.list(ctx, c.Author)
+	case "new":
+		return Reply{Text: s.say("new_only_dm")}, nil
+	default:
+		return Reply{Text: s.say("unknown_command", "name", c.Name) + "\n\n" + s.help()}, nil
+	}
+}
+
+func (s *Service) help() string {
+	var names []string
+	if s.cfg.Pieces != nil {
+		names = s.cfg.Pieces.Names()
+	}
+	return s.say("help", "pieces", strings.Join(names, ", "))
+}
+
+// taskRef parses "#42" or "42".
+func taskRef(args string) (int64, bool) {
+	f := strings.Fields(args)
+	if len(f) == 0 {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(strings.TrimPrefix(f[0], "#"), 10, 64)
+	return n, err == nil && n > 0
+}
+
+// abort stops the task's active job (and its subtasks), as c.Author asks.
+func (s *Service) abort(ctx context.Context, task core.Task, who Author) (Reply, error) {
+	if task.ID == 0 {
+		return Reply{Text: s.say("no_task")}, nil
+	}
+	j, err := s.store.ActiveJob(ctx, task.ID)
+	if errors.Is(err, core.ErrNotFound) {
+		return Reply{Text: s.say("no_active_job")}, nil
+	}
+	if err != nil {
+		return Reply{}, err
+	}
+	if !s.mayAbort(task, who) {
+		return Reply{Text: s.say("not_allowed_abort")}, nil
+	}
+	j, err = s.dispatch.Abort(ctx, j.ID, who.ID)
+	if err != nil {
+		return Reply{}, err
+	}
+	if j.State == core.JobAborted {
+		// It was not running: no worker will announce it.
+		s.postJob(ctx, j, s.say("aborted", "job", strconv.FormatInt(j.ID, 10), "who", mention(who)),
+			react(j.TriggerMsgID, EmojiFailed))
+	}
+	return Reply{Text: s.say("abort_requested", "job", strconv.FormatInt(j.ID, 10), "who", mention(who))}, nil
+}
+
+// retry starts a new job where the task's last failed or aborted job
+// stopped: at its movement, with its lessons and a fresh budget.
+func (s *Service) retry(ctx context.Context, task core.Task, who Author) (Reply, error) {
+	if task.ID == 0 {
+		return Reply{Text: s.say("no_task")}, nil
+	}
+	if !s.mayAbort(task, who) {
+		return Reply{Text: s.say("not_allowed_abort")}, nil
+	}
+	if j, err := s.store.ActiveJob(ctx, task.ID); err == nil {
+		return Reply{Text: s.say("busy", "job", strconv.FormatInt(j.ID, 10), "state", string(j.State))}, nil
+	}
+	jobs, err := s.store.Jobs(ctx, core.JobFilter{TaskID: task.ID, Limit: 1})
+	if err != nil {
+		return Reply{}, err
+	}
+	if len(jobs) == 0 || (jobs[0].State != core.JobFailed && jobs[0].State != core.JobAborted) {
+		return Reply{Text: s.say("retry_nothing")}, nil
+	}
+	old := jobs[0]
+	j, err := s.dispatch.Create(ctx, core.Job{
+		TaskID: task.ID, RetryOf: old.ID, Piece: old.Piece, Instruction: old.Instruction,
+		Movement: old.Movement, Lessons: old.Lessons, TriggerMsgID: old.TriggerMsgID,
+	})
+	if err != nil {
+		return Reply{}, err
+	}
+	return Reply{Text: s.say("retry_started", "old", strconv.FormatInt(old.ID, 10), "job", strconv.FormatInt(j.ID, 10), "movement", old.Movement), Public: true}, nil
+}
+
+// list shows the caller's active tasks (an admin's: everyone's).
+func (s *Service) list(ctx context.Context, who Author) (Reply, error) {
+	jobs, err := s.store.Jobs(ctx, core.JobFilter{States: []core.JobState{core.JobQueued, core.JobRunning, core.JobWaitingHuman, core.JobWaitingSubtasks}, Limit: 200})
+	if err != nil {
+		return Reply{}, err
+	}
+	var lines []string
+	for _, j := range jobs {
+		if j.ParentJobID != 0 {
+			continue
+		}
+		t, err := s.store.Task(ctx, j.TaskID)
+		if err != nil {
+			return Reply{}, err
+		}
+		if t.OwnerUser != who.ID && !s.isAdmin(who) {
+			continue
+		}
+		lines = append(lines, fmt.Sprintf("• #%d %s — job #%d %s (%s)", t.ID, t.Title, j.ID, j.State, j.Piece))
+	}
+	if len(lines) == 0 {
+		return Reply{Text: s.say("list_none")}, nil
+	}
+	return Reply{Text: strings.Join(lines, "\n")}, nil
+}
+
+// status describes the task's latest job.
+func (s *Service) status(ctx context.Context, task core.Task) (string, error) {
+	jobs, err := s.store.Jobs(ctx, core.JobFilter{TaskID: task.ID, Limit: 1})
+	if err != nil {
+		return "", err
+	}
+	if len(jobs) == 0 {
+		return s.say("status_none", "task", "#"+strconv.FormatInt(task.ID, 10)), nil
+	}
+	j := jobs[0]
+	return s.statusLine(ctx, task, j)
+}
+
+func (s *Service) statusLine(ctx context.Context, task core.Task, j core.Job) (string, error) {
+	elapsed := "-"
+	if !j.StartedAt.IsZero() {
+		end := s.cfg.Now()
+		if !j.FinishedAt.IsZero() {
+			end = j.FinishedAt
+		}
+		elapsed = end.Sub(j.StartedAt).Round(time.Second).String()
+	}
+	level := ""
+	evs, err := s.store.Events(ctx, j.ID)
+	if err != nil {
+		return "", err
+	}
+	for _, e := range evs {
+		if strings.HasPrefix(e.Kind, "context_") {
+			level = " " + e.Detail + "."
+		}
+	}
+	var children string
+	kids, err := s.store.Jobs(ctx, core.JobFilter{ParentJobID: j.ID})
+	if err != nil {
+		return "", err
+	}
+	for i := len(kids) - 1; i >= 0; i-- {
+		k := kids[i]
+		t, err := s.store.Task(ctx, k.TaskID)
+		if err != nil {
+			return "", err
+		}
+		children += fmt.Sprintf("\n  • %s — %s", t.Title, k.State)
+	}
+	return s.say("status", "state_icon", stateIcon(j.State), "task", "#"+strconv.FormatInt(task.ID, 10),
+		"job", strconv.FormatInt(j.ID, 10), "state", string(j.State), "piece", j.Piece, "movement", orDash(j.Movement),
+		"count", strconv.Itoa(j.MovementCount), "max", "…", "iteration", strconv.Itoa(j.Iteration),
+		"tokens", strconv.FormatInt(j.PromptTokens+j.CompletionTokens, 10), "elapsed", elapsed,
+		"level", level, "children", children), nil
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func stateIcon(s core.JobState) string {
+	switch s {
+	case core.JobSucceeded:
+		return "✅"
+	case core.JobFailed, core.JobAborted:
+		return "❌"
+	case core.JobWaitingHuman:
+		return "❓"
+	default:
+		return "⏳"
+	}
+}
+
+// mention names a person in a post.
+func mention(a Author) string {
+	if a.Name != "" {
+		return a.Name
+	}
+	return a.ID
+}
+
+// HandleReaction aborts the task's active job when a person reacts with ❌
+// on the task's root message.
+func (s *Service) HandleReaction(ctx context.Context, r Reaction) (Reply, error) {
+	if r.Author.Bot || r.Emoji != EmojiFailed || r.MsgID != r.Thread.Thread {
+		return Reply{}, nil
+	}
+	task, err := s.store.TaskByThread(ctx, r.Thread)
+	if errors.Is(err, core.ErrNotFound) {
+		return Reply{}, nil
+	}
+	if err != nil {
+		return Reply{}, err
+	}
+	if _, err := s.store.ActiveJob(ctx, task.ID); errors.Is(err, core.ErrNotFound) {
+		return Reply{}, nil
+	}
+	return s.abort(ctx, task, r.Author)
+}

@@ -1,0 +1,184 @@
+package chat
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/baton-bot/baton/core"
+	"github.com/baton-bot/baton/core/worker"
+)
+
+var _ worker.Notifier = (*Service)(nil)
+
+// maxUploads bounds the output files posted with one answer.
+const maxUploads = 10
+
+// react is an outbox message adding emoji to msgID (nothing when msgID is
+// empty: a job with no triggering message).
+func react(msgID, emoji string) core.OutboxMessage {
+	if msgID == "" {
+		return core.OutboxMessage{}
+	}
+	return core.OutboxMessage{Kind: core.OutboxReact, Payload: Payload{MsgID: msgID, Emoji: emoji}.Encode()}
+}
+
+func unreact(msgID, emoji string) core.OutboxMessage {
+	m := react(msgID, emoji)
+	if m.Kind != "" {
+		m.Kind = core.OutboxUnreact
+	}
+	return m
+}
+
+func postMsg(text string) core.OutboxMessage {
+	return core.OutboxMessage{Kind: core.OutboxPost, Payload: Payload{Text: text}.Encode()}
+}
+
+func statusMsg(text string) core.OutboxMessage {
+	return core.OutboxMessage{Kind: core.OutboxUpdate, Payload: Payload{Text: text}.Encode()}
+}
+
+// compact drops empty messages and fills task and job.
+func compact(j core.Job, msgs ...core.OutboxMessage) []core.OutboxMessage {
+	out := msgs[:0]
+	for _, m := range msgs {
+		if m.Kind == "" {
+			continue
+		}
+		m.TaskID, m.JobID = j.TaskID, j.ID
+		out = append(out, m)
+	}
+	return out
+}
+
+// speaks reports whether the job's thread hears from the bot: subtasks post
+// nothing themselves, their parent's status lists them.
+func (s *Service) speaks(ctx context.Context, j core.Job) (core.Task, bool) {
+	t, err := s.store.Task(ctx, j.TaskID)
+	if err != nil {
+		s.log.Warn("task of a job not found", "job", j.ID, "err", err)
+		return core.Task{}, false
+	}
+	return t, t.Thread.Platform != core.PlatformSubtask && j.ParentJobID == 0
+}
+
+// postJob writes messages about job j outside any job transition.
+func (s *Service) postJob(ctx context.Context, j core.Job, text string, more ...core.OutboxMessage) {
+	msgs := compact(j, append([]core.OutboxMessage{postMsg(text)}, more...)...)
+	if err := s.store.AddOutbox(ctx, msgs...); err != nil {
+		s.log.Error("writing to the outbox failed", "job", j.ID, "err", err)
+		return
+	}
+	s.cfg.Kick()
+}
+
+// Claimed implements worker.Notifier: 👀 on the message that started the
+// job, and its status message.
+func (s *Service) Claimed(ctx context.Context, j core.Job) []core.OutboxMessage {
+	if _, ok := s.speaks(ctx, j); !ok {
+		return nil
+	}
+	defer s.cfg.Kick()
+	return compact(j, react(j.TriggerMsgID, EmojiClaimed), statusMsg(s.say("claimed", "piece", j.Piece)))
+}
+
+// Finishing implements worker.Notifier: the answer, the question or the
+// failure as a post of its own, the files the job wrote to output/, the
+// final reaction and status.
+func (s *Service) Finishing(ctx context.Context, j core.Job, fin core.Finish) []core.OutboxMessage {
+	task, ok := s.speaks(ctx, j)
+	if !ok {
+		return nil
+	}
+	id := strconv.FormatInt(j.ID, 10)
+	switch fin.To {
+	case core.JobSucceeded:
+		msgs := []core.OutboxMessage{postMsg(fin.ResultSummary)}
+		msgs = append(msgs, s.uploads(task, j)...)
+		msgs = append(msgs, unreact(j.TriggerMsgID, EmojiClaimed), react(j.TriggerMsgID, EmojiDone), statusMsg(s.say("done", "job", id)))
+		return compact(j, msgs...)
+	case core.JobWaitingHuman:
+		return compact(j, postMsg(fin.Question), statusMsg(s.say("asking")))
+	case core.JobWaitingSubtasks:
+		var list strings.Builder
+		for _, c := range fin.Children {
+			t, err := s.store.Task(ctx, c.TaskID)
+			if err == nil {
+				list.WriteString("\n  • " + t.Title)
+			}
+		}
+		return compact(j, statusMsg(s.say("waiting_children", "n", strconv.Itoa(len(fin.Children)), "children", list.String())))
+	case core.JobFailed:
+		reason := fin.Error
+		if reason == "" {
+			reason = fin.ResultSummary
+		}
+		text := s.say("failed", "job", id, "reason", reason)
+		return compact(j, postMsg(text), unreact(j.TriggerMsgID, EmojiClaimed), react(j.TriggerMsgID, EmojiFailed), statusMsg(text))
+	case core.JobAborted:
+		who := "someone"
+		if cur, err := s.store.Job(ctx, j.ID); err == nil && cur.AbortedBy != "" {
+			who = cur.AbortedBy
+		}
+		text := s.say("aborted", "job", id, "who", who)
+		return compact(j, postMsg(text), unreact(j.TriggerMsgID, EmojiClaimed), react(j.TriggerMsgID, EmojiFailed), statusMsg(text))
+	}
+	return nil
+}
+
+// uploads lists the files the job wrote to output/ since it started.
+func (s *Service) uploads(task core.Task, j core.Job) []core.OutboxMessage {
+	root := filepath.Join(task.Workspace, "output")
+	var msgs []core.OutboxMessage
+	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() || len(msgs) >= maxUploads {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil || (!j.StartedAt.IsZero() && info.ModTime().Before(j.StartedAt)) {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, p)
+		msgs = append(msgs, core.OutboxMessage{Kind: core.OutboxUpload, Payload: Payload{Path: p, Name: filepath.Base(rel), Text: "output/" + filepath.ToSlash(rel)}.Encode()})
+		return nil
+	})
+	return msgs
+}
+
+// Finished implements worker.Notifier: a message that arrived while the job
+// ran and that the job never saw starts a follow-up job.
+func (s *Service) Finished(ctx context.Context, j core.Job, fin core.Finish) {
+	defer s.cfg.Kick()
+	if fin.SeenCommentID == 0 || (j.State != core.JobSucceeded && j.State != core.JobFailed) {
+		return
+	}
+	task, ok := s.speaks(ctx, j)
+	if !ok {
+		return
+	}
+	recent, err := s.store.RecentComments(ctx, task.ID, 20)
+	if err != nil {
+		s.log.Warn("reading comments for a follow-up failed", "task", task.ID, "err", err)
+		return
+	}
+	var unseen *core.Comment
+	for i := range recent {
+		c := &recent[i]
+		if c.ID > fin.SeenCommentID && c.Role == core.RoleUser && !strings.HasPrefix(c.Text, "!") {
+			unseen = c
+		}
+	}
+	if unseen == nil {
+		return
+	}
+	if _, err := s.store.ActiveJob(ctx, task.ID); !errors.Is(err, core.ErrNotFound) {
+		return // something else already runs
+	}
+	if _, err := s.dispatch.Create(ctx, core.Job{TaskID: task.ID, Piece: j.Piece, Instruction: unseen.Text, TriggerMsgID: unseen.PlatformMsgID}); err != nil {
+		s.log.Error("starting a follow-up job failed", "task", task.ID, "err", err)
+	}
+}

@@ -1,0 +1,381 @@
+package chat
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/baton-bot/baton/core"
+	"github.com/baton-bot/baton/core/worker"
+)
+
+// Pieces names the pieces people may pick with `!piece`.
+type Pieces interface {
+	Names() []string
+}
+
+// Access is who may use Baton and how (the access: configuration). Ids are
+// platform-qualified ("slack:U1", "discord-role:7", …).
+type Access struct {
+	Admins          []string
+	AllowedUsers    []string // empty: everyone
+	AllowedChannels []string // empty: every channel
+	AbortBy         string   // owner_and_admins | anyone
+	AnswerBy        string   // participants | owner
+}
+
+// Config configures a Service.
+type Config struct {
+	DefaultPiece string
+	Pieces       Pieces
+	Access       Access
+	Locale       string
+	// MaxTextBytes caps a stored message (100,000 bytes by default); a
+	// longer one is cut, with a note.
+	MaxTextBytes int
+	// MaxFileBytes caps an attachment (files.max_bytes).
+	MaxFileBytes int64
+	// Kick, when set, is called after the outbox was written, to wake the
+	// deliverers.
+	Kick   func()
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// Service is the conversation service. It is safe for concurrent use.
+type Service struct {
+	store    core.Store
+	dispatch worker.Dispatch
+	cfg      Config
+	log      *slog.Logger
+}
+
+// NewService returns the conversation service over store and queue.
+func NewService(store core.Store, q core.Queue, cfg Config) *Service {
+	if cfg.MaxTextBytes <= 0 {
+		cfg.MaxTextBytes = 100_000
+	}
+	if cfg.Locale == "" {
+		cfg.Locale = "en"
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Kick == nil {
+		cfg.Kick = func() {}
+	}
+	return &Service{store: store, dispatch: worker.Dispatch{Store: store, Queue: q}, cfg: cfg, log: cfg.Logger}
+}
+
+func (s *Service) say(key string, pairs ...string) string { return say(s.cfg.Locale, key, pairs...) }
+
+// HandleMessage takes one message of a thread: it stores it as a comment
+// (once, however often it is delivered) and then answers a waiting
+// question, steers the running job, or starts a new job. `!` commands are
+// run instead of stored. The Reply, when not empty, is for the author
+// alone (a refusal, a command's answer).
+func (s *Service) HandleMessage(ctx context.Context, m Message) (Reply, error) {
+	platform := string(m.Thread.Platform)
+	if m.EventID != "" {
+		first, err := s.store.SeenInbound(ctx, "event:"+platform+":"+m.EventID, s.cfg.Now())
+		if err != nil || !first {
+			return Reply{}, err
+		}
+	}
+	if m.MsgID != "" {
+		// Platforms deliver one message under several events (Slack's
+		// app_mention and message): the message id is the sure key.
+		first, err := s.store.SeenInbound(ctx, "msg:"+platform+":"+m.Thread.Channel+":"+m.MsgID, s.cfg.Now())
+		if err != nil || !first {
+			return Reply{}, err
+		}
+	}
+	text := s.clean(m.Text)
+	task, err := s.store.TaskByThread(ctx, m.Thread)
+	switch {
+	case errors.Is(err, core.ErrNotFound):
+		if !m.Addressed {
+			return Reply{}, nil // a thread Baton is not part of
+		}
+		if !s.allowed(m.Author, m.Channel) {
+			return Reply{Text: s.say("not_allowed")}, nil
+		}
+		if name, _, ok := command(text); ok && name != "piece" {
+			return s.runCommand(ctx, core.Task{}, m, text)
+		}
+		if task, err = s.openTask(ctx, m, text); err != nil {
+			return Reply{}, err
+		}
+	case err != nil:
+		return Reply{}, err
+	default:
+		if !s.allowed(m.Author, m.Channel) {
+			return Reply{Text: s.say("not_allowed")}, nil
+		}
+	}
+	if name, _, ok := command(text); ok && name != "piece" {
+		return s.runCommand(ctx, task, m, text)
+	}
+
+	active, err := s.store.ActiveJob(ctx, task.ID)
+	if err != nil && !errors.Is(err, core.ErrNotFound) {
+		return Reply{}, err
+	}
+	hasActive := err == nil
+	if hasActive && active.State == core.JobWaitingHuman && !s.mayAnswer(task, m.Author) {
+		return Reply{Text: s.say("not_allowed_answer")}, nil
+	}
+	c, err := s.store.AddComment(ctx, core.Comment{
+		TaskID: task.ID, PlatformMsgID: m.MsgID, AuthorID: m.Author.ID, AuthorName: m.Author.Name,
+		Role: core.RoleUser, Text: text, Files: s.saveFiles(ctx, task, m), CreatedAt: s.at(m),
+	})
+	if errors.Is(err, core.ErrDuplicate) {
+		return Reply{}, nil
+	}
+	if err != nil {
+		return Reply{}, err
+	}
+
+	switch {
+	case hasActive && active.State == core.JobWaitingHuman:
+		// The answer: the asking movement starts again with it among the
+		// last comments. A second reply finds the job resumed already and
+		// stays a comment.
+		if _, err := s.dispatch.Resume(ctx, active.ID, active.WaitSeq); err != nil {
+			return Reply{}, err
+		}
+		return Reply{}, nil
+	case hasActive:
+		// Running: the engine hands the comment to the agent before its
+		// next request. Queued or waiting for subtasks: it is among the
+		// last comments when the job runs.
+		return Reply{}, nil
+	}
+	pieceName, instruction := s.cfg.DefaultPiece, text
+	if name, args, ok := command(text); ok && name == "piece" {
+		p, rest, _ := strings.Cut(strings.TrimSpace(args), " ")
+		if !s.pieceExists(p) {
+			return Reply{Text: s.say("unknown_piece", "piece", p, "pieces", strings.Join(s.cfg.Pieces.Names(), ", "))}, nil
+		}
+		if strings.TrimSpace(rest) == "" {
+			return Reply{Text: s.say("piece_needs_text", "piece", p)}, nil
+		}
+		pieceName, instruction = p, strings.TrimSpace(rest)
+	}
+	_ = c
+	if _, err := s.dispatch.Create(ctx, core.Job{TaskID: task.ID, Piece: pieceName, Instruction: instruction, TriggerMsgID: m.MsgID}); err != nil {
+		return Reply{}, err
+	}
+	return Reply{}, nil
+}
+
+// openTask creates the task of a thread the bot was addressed in, with the
+// thread's earlier messages when the adapter can fetch them.
+func (s *Service) openTask(ctx context.Context, m Message, text string) (core.Task, error) {
+	task, created, err := s.store.EnsureTask(ctx, core.Task{Thread: m.Thread, OwnerUser: m.Author.ID, Title: title(text, 80)})
+	if err != nil || !created || m.History == nil {
+		return task, err
+	}
+	earlier, err := m.History(ctx)
+	if err != nil {
+		s.log.Warn("fetching the thread's earlier messages failed", "task", task.ID, "err", err)
+		return task, nil
+	}
+	for _, h := range earlier {
+		if h.MsgID == m.MsgID {
+			continue
+		}
+		role := core.RoleUser
+		if h.Author.Bot {
+			role = core.RoleBot
+		}
+		_, err := s.store.AddComment(ctx, core.Comment{TaskID: task.ID, PlatformMsgID: h.MsgID, AuthorID: h.Author.ID,
+			AuthorName: h.Author.Name, Role: role, Text: s.clean(h.Text), CreatedAt: s.at(h)})
+		if err != nil && !errors.Is(err, core.ErrDuplicate) {
+			return task, err
+		}
+	}
+	return task, nil
+}
+
+// clean makes inbound text safe to store: valid UTF-8, no control
+// characters but tab and newline, capped with a note.
+func (s *Service) clean(text string) string {
+	text = strings.ToValidUTF8(text, "\uFFFD")
+	text = strings.ReplaceAll(text, "\r\n", "\n")
+	text = strings.Map(func(r rune) rune {
+		if r < 0x20 && r != '\n' && r != '\t' {
+			return -1
+		}
+		return r
+	}, text)
+	text = strings.TrimSpace(text)
+	if len(text) <= s.cfg.MaxTextBytes {
+		return text
+	}
+	cut := s.cfg.MaxTextBytes
+	for cut > 0 && !utf8.RuneStart(text[cut]) {
+		cut--
+	}
+	return text[:cut] + "\n\n" + s.say("too_long", "n", strconv.Itoa(s.cfg.MaxTextBytes))
+}
+
+func (s *Service) at(m Message) time.Time {
+	if m.At.IsZero() {
+		return s.cfg.Now()
+	}
+	return m.At
+}
+
+// saveFiles downloads a message's attachments into the task's input/ and
+// returns their workspace paths. A refused file is noted in the thread.
+func (s *Service) saveFiles(ctx context.Context, task core.Task, m Message) []string {
+	var paths []string
+	for _, f := range m.Files {
+		rel, err := s.saveFile(ctx, task, f)
+		if err != nil {
+			s.log.Warn("attachment refused", "task", task.ID, "file", f.Name, "err", err)
+			s.post(ctx, task.ID, 0, s.say("file_refused", "name", f.Name, "reason", err.Error()))
+			continue
+		}
+		paths = append(paths, rel)
+	}
+	return paths
+}
+
+var errTooLarge = errors.New("it is larger than the limit")
+
+func (s *Service) saveFile(ctx context.Context, task core.Task, f File) (string, error) {
+	if s.cfg.MaxFileBytes > 0 && f.Size > s.cfg.MaxFileBytes {
+		return "", fmt.Errorf("%w of %d bytes", errTooLarge, s.cfg.MaxFileBytes)
+	}
+	name := filepath.Base(strings.ReplaceAll(f.Name, "\\", "/"))
+	if name == "." || name == "/" || name == ".." || name == "" {
+		name = "attachment"
+	}
+	dir := filepath.Join(task.Workspace, "input")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, name)
+	for i := 2; ; i++ { // never overwrite an earlier attachment
+		if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		ext := filepath.Ext(name)
+		path = filepath.Join(dir, fmt.Sprintf("%s-%d%s", strings.TrimSuffix(name, ext), i, ext))
+	}
+	r, err := f.Open(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer r.Close()
+	out, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return "", err
+	}
+	limit := s.cfg.MaxFileBytes
+	if limit <= 0 {
+		limit = 1 << 62
+	}
+	n, err := io.Copy(out, io.LimitReader(r, limit+1))
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && n > limit {
+		err = fmt.Errorf("%w of %d bytes", errTooLarge, limit)
+	}
+	if err != nil {
+		os.Remove(path)
+		return "", err
+	}
+	return filepath.Join("input", filepath.Base(path)), nil
+}
+
+// post writes a message for a task's thread to the outbox.
+func (s *Service) post(ctx context.Context, taskID, jobID int64, text string) {
+	err := s.store.AddOutbox(ctx, core.OutboxMessage{TaskID: taskID, JobID: jobID, Kind: core.OutboxPost, Payload: Payload{Text: text}.Encode()})
+	if err != nil {
+		s.log.Error("writing to the outbox failed", "task", taskID, "err", err)
+		return
+	}
+	s.cfg.Kick()
+}
+
+// allowed applies access.allowed_users and access.allowed_channels.
+func (s *Service) allowed(a Author, channel string) bool {
+	if s.isAdmin(a) {
+		return true
+	}
+	if len(s.cfg.Access.AllowedChannels) > 0 && channel != "" && !slices.Contains(s.cfg.Access.AllowedChannels, channel) {
+		return false
+	}
+	return len(s.cfg.Access.AllowedUsers) == 0 || matches(s.cfg.Access.AllowedUsers, a)
+}
+
+func (s *Service) isAdmin(a Author) bool { return matches(s.cfg.Access.Admins, a) }
+
+// matches reports whether list names the author or one of their groups.
+func matches(list []string, a Author) bool {
+	if slices.Contains(list, a.ID) {
+		return true
+	}
+	for _, g := range a.Groups {
+		if slices.Contains(list, g) {
+			return true
+		}
+	}
+	return false
+}
+
+// mayAbort applies access.abort_by.
+func (s *Service) mayAbort(task core.Task, a Author) bool {
+	return s.cfg.Access.AbortBy == "anyone" || task.OwnerUser == a.ID || s.isAdmin(a)
+}
+
+// mayAnswer applies access.answer_by.
+func (s *Service) mayAnswer(task core.Task, a Author) bool {
+	return s.cfg.Access.AnswerBy != "owner" || task.OwnerUser == a.ID || s.isAdmin(a)
+}
+
+func (s *Service) pieceExists(name string) bool {
+	return s.cfg.Pieces != nil && slices.Contains(s.cfg.Pieces.Names(), name)
+}
+
+// command splits a `!name args` message.
+func command(text string) (name, args string, ok bool) {
+	if !strings.HasPrefix(text, "!") {
+		return "", "", false
+	}
+	line := strings.TrimPrefix(text, "!")
+	name, args, _ = strings.Cut(line, " ")
+	name, _, _ = strings.Cut(name, "\n")
+	return strings.ToLower(strings.TrimSpace(name)), strings.TrimSpace(args), name != ""
+}
+
+// title makes a task title from its first message.
+func title(text string, max int) string {
+	for line := range strings.Lines(text) {
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		if r := []rune(line); len(r) > max {
+			return string(r[:max-1]) + "…"
+		}
+		return line
+	}
+	return "(no text)"
+}

@@ -1,0 +1,310 @@
+package chat_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/baton-bot/baton/configs"
+	"github.com/baton-bot/baton/core"
+	"github.com/baton-bot/baton/core/chat"
+	"github.com/baton-bot/baton/core/engine"
+	"github.com/baton-bot/baton/core/llm"
+	"github.com/baton-bot/baton/core/llmtest"
+	"github.com/baton-bot/baton/core/piece"
+	"github.com/baton-bot/baton/core/sqlite"
+	"github.com/baton-bot/baton/core/tokens"
+	"github.com/baton-bot/baton/core/tools"
+	"github.com/baton-bot/baton/core/worker"
+	"github.com/baton-bot/baton/queue"
+)
+
+// world is the whole system in-process: the conversation service, the
+// store, the in-process queue, a worker pool running the engine against the
+// scripted LLM server.
+type world struct {
+	t     *testing.T
+	srv   *llmtest.Server
+	store *sqlite.Store
+	svc   *chat.Service
+	msgN  atomic.Int64
+}
+
+func newWorld(t *testing.T, access chat.Access) *world {
+	t.Helper()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "baton.db"), sqlite.Options{WorkspaceRoot: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	bash, err := tools.NewBash(tools.BashConfig{Sandbox: "none"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	box := tools.Builtin(bash)
+	lib, err := piece.Load(configs.FS, "", func(n string) bool { _, ok := box.Lookup(n); return ok })
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := llmtest.NewServer(t)
+	client, err := llm.New(llm.Config{BaseURL: srv.URL(), Model: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := engine.New(client, st, lib, box, tokens.Default(), engine.Config{Model: "m", ContextWindow: 100000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := queue.NewMemory(queue.Options{Lease: 5 * time.Second})
+	t.Cleanup(func() { q.Close() })
+	svc := chat.NewService(st, q, chat.Config{DefaultPiece: "chat", Pieces: lib, Access: access})
+	exec := worker.NewExecutor(st, q, eng, worker.ExecutorConfig{Notify: svc})
+	pool := worker.NewPool(q, exec, worker.PoolConfig{Concurrency: 2, AbortPoll: 200 * time.Millisecond, ClaimWait: 100 * time.Millisecond, ShutdownGrace: time.Second})
+	pctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = pool.Run(pctx) }()
+	t.Cleanup(func() { stop(); <-done })
+	return &world{t: t, srv: srv, store: st, svc: svc}
+}
+
+var thread = core.ThreadRef{Platform: core.PlatformSlack, Team: "T1", Channel: "C1", Thread: "1700.1"}
+
+func (w *world) say(who, text string) chat.Reply {
+	w.t.Helper()
+	return w.sayIn(thread, who, text, fmt.Sprintf("1700.%d", 100+w.msgN.Add(1)))
+}
+
+func (w *world) sayIn(th core.ThreadRef, who, text, msgID string) chat.Reply {
+	w.t.Helper()
+	r, err := w.svc.HandleMessage(context.Background(), chat.Message{
+		Thread: th, Channel: "slack:" + th.Channel, MsgID: msgID, Author: chat.Author{ID: "slack:" + who, Name: who},
+		Text: text, Addressed: true,
+	})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return r
+}
+
+func (w *world) task() core.Task {
+	w.t.Helper()
+	task, err := w.store.TaskByThread(context.Background(), thread)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return task
+}
+
+// waitJob waits for the task's latest job to reach state s.
+func (w *world) waitJob(s core.JobState) core.Job {
+	w.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		jobs, err := w.store.Jobs(context.Background(), core.JobFilter{TaskID: w.task().ID, Limit: 1})
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		if len(jobs) > 0 && jobs[0].State == s {
+			return jobs[0]
+		}
+		if time.Now().After(deadline) {
+			w.t.Fatalf("latest job not %s: %+v", s, jobs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// outbox returns the task's pending outbox messages as "kind text|emoji",
+// delivering them (marking them sent) as it goes.
+func (w *world) outbox() []string {
+	w.t.Helper()
+	var out []string
+	for {
+		msgs, err := w.store.DueOutbox(context.Background(), core.PlatformSlack, time.Now().Add(time.Hour), 10)
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		if len(msgs) == 0 {
+			return out
+		}
+		for _, m := range msgs {
+			p, _ := chat.DecodePayload(m.Payload)
+			v := p.Text
+			if p.Emoji != "" {
+				v = p.Emoji + " on " + p.MsgID
+			}
+			out = append(out, string(m.Kind)+" "+v)
+			if err := w.store.OutboxSent(context.Background(), m.ID, fmt.Sprint("sent-", m.ID)); err != nil {
+				w.t.Fatal(err)
+			}
+		}
+	}
+}
+
+func transition(next, summary string, extra ...string) llmtest.Step {
+	args := map[string]any{"next_step": next, "summary": summary}
+	for i := 0; i+1 < len(extra); i += 2 {
+		args[extra[i]] = extra[i+1]
+	}
+	b, _ := json.Marshal(args)
+	return llmtest.Call("transition", string(b))
+}
+
+func contains(t *testing.T, list []string, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		found := false
+		for _, l := range list {
+			if strings.Contains(l, w) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no %q among:\n%s", w, strings.Join(list, "\n"))
+		}
+	}
+}
+
+func TestMessageToAnswer(t *testing.T) {
+	w := newWorld(t, chat.Access{})
+	w.srv.Script(transition("COMPLETE", "The answer is 42."))
+	// Slack delivers a mention twice (app_mention and message): one comment, one job.
+	for range 2 {
+		w.sayIn(thread, "alice", "<@UBATON> what is the answer?", "1700.1")
+	}
+	j := w.waitJob(core.JobSucceeded)
+	if j.TriggerMsgID != "1700.1" {
+		t.Errorf("trigger = %q", j.TriggerMsgID)
+	}
+	jobs, _ := w.store.Jobs(context.Background(), core.JobFilter{TaskID: w.task().ID})
+	comments, _ := w.store.RecentComments(context.Background(), w.task().ID, 10)
+	if len(jobs) != 1 || len(comments) != 2 { // the request and the answer
+		t.Errorf("%d jobs and %d comments, want 1 and 2", len(jobs), len(comments))
+	}
+	contains(t, w.outbox(), "react eyes on 1700.1", "update ⏳ Working on it", "post The answer is 42.", "react white_check_mark on 1700.1", "update ✅ Done")
+}
+
+func TestAskAnswerResumesOnce(t *testing.T) {
+	w := newWorld(t, chat.Access{})
+	w.srv.Script(transition("ASK", "need a year", "question", "Which year?"))
+	w.say("alice", "make the report")
+	waiting := w.waitJob(core.JobWaitingHuman)
+	contains(t, w.outbox(), "post Which year?", "update ❓ Waiting for an answer")
+	w.srv.Script(transition("COMPLETE", "Report for 2025."))
+	// The same reply delivered twice, then a second different reply.
+	w.sayIn(thread, "alice", "2025", "1700.900")
+	w.sayIn(thread, "alice", "2025", "1700.900")
+	done := w.waitJob(core.JobSucceeded)
+	if done.ID != waiting.ID {
+		t.Errorf("a new job %d instead of resuming %d", done.ID, waiting.ID)
+	}
+	reqs := w.srv.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d requests, want 2 (ask, resume once)", len(reqs))
+	}
+	user := reqs[1].Messages[1].Text()
+	if !strings.Contains(user, "Which year?") || !strings.Contains(user, "alice: 2025") {
+		t.Errorf("question and answer not in the resumed prompt:\n%s", user)
+	}
+}
+
+func TestCommands(t *testing.T) {
+	w := newWorld(t, chat.Access{Admins: []string{"slack:root"}})
+	w.srv.Script(transition("ASK", "q", "question", "Which?"))
+	w.say("alice", "start")
+	w.waitJob(core.JobWaitingHuman)
+	w.outbox()
+
+	if r := w.say("alice", "!status"); r.Text != "" {
+		t.Errorf("in-thread status answered privately: %q", r.Text)
+	}
+	contains(t, w.outbox(), "post ❓ Task #1 — job #1 waiting_human: piece chat")
+	if r := w.say("alice", "!frobnicate"); !strings.Contains(r.Text, "I don't know the command `!frobnicate`") || !strings.Contains(r.Text, "!abort") {
+		t.Errorf("unknown command reply = %q", r.Text)
+	}
+	if r := w.say("mallory", "!abort"); !strings.Contains(r.Text, "Only the person who started") {
+		t.Errorf("abort by a stranger = %q", r.Text)
+	}
+	if j := w.waitJob(core.JobWaitingHuman); j.State != core.JobWaitingHuman {
+		t.Fatal("refused abort changed the job")
+	}
+	if r := w.say("root", "!stop"); !strings.Contains(r.Text, "Stopping job #1") {
+		t.Errorf("abort by an admin = %q", r.Text)
+	}
+	j := w.waitJob(core.JobAborted)
+	if j.AbortedBy != "slack:root" {
+		t.Errorf("aborted by %q", j.AbortedBy)
+	}
+	contains(t, w.outbox(), "post 🛑 Job #1 was aborted by root.")
+	if r := w.say("alice", "!abort"); !strings.Contains(r.Text, "Nothing is running") {
+		t.Errorf("abort with no job = %q", r.Text)
+	}
+	if r := w.say("alice", "!piece nope do it"); !strings.Contains(r.Text, "There is no piece `nope`") || !strings.Contains(r.Text, "research") {
+		t.Errorf("!piece nope = %q", r.Text)
+	}
+	w.srv.Script(transition("investigate", "planned"), transition("report", "found"), transition("COMPLETE", "researched"))
+	w.say("alice", "!piece research look into it")
+	if j := w.waitJob(core.JobSucceeded); j.Piece != "research" || j.Instruction != "look into it" {
+		t.Errorf("job = piece %q instruction %q", j.Piece, j.Instruction)
+	}
+}
+
+func TestAccessRefusedChangesNothing(t *testing.T) {
+	w := newWorld(t, chat.Access{AllowedUsers: []string{"slack:alice"}})
+	if r := w.say("mallory", "do something"); !strings.Contains(r.Text, "not allowed") {
+		t.Errorf("reply = %q", r.Text)
+	}
+	if _, err := w.store.TaskByThread(context.Background(), thread); err == nil {
+		t.Error("a refused message created a task")
+	}
+}
+
+func TestRetryContinuesAtFailedMovement(t *testing.T) {
+	w := newWorld(t, chat.Access{})
+	w.srv.Script(llmtest.Status(400))
+	w.say("alice", "do it")
+	failed := w.waitJob(core.JobFailed)
+	contains(t, w.outbox(), "post ❌ Job #1 failed", "react x on")
+	w.srv.Script(transition("COMPLETE", "done on retry"))
+	w.say("alice", "!retry")
+	j := w.waitJob(core.JobSucceeded)
+	if j.RetryOf != failed.ID || j.ID == failed.ID {
+		t.Errorf("retry job %d retry_of %d, want a new job retrying %d", j.ID, j.RetryOf, failed.ID)
+	}
+}
+
+func TestSteerAfterLastCallStartsFollowUp(t *testing.T) {
+	w := newWorld(t, chat.Access{})
+	n := 0
+	w.srv.Handle(func(llmtest.Request) llmtest.Step {
+		n++
+		switch n {
+		case 1: // a person writes while the only request is out
+			w.say("alice", "also add a title")
+			return transition("COMPLETE", "first answer")
+		default:
+			return transition("COMPLETE", "title added")
+		}
+	})
+	w.say("alice", "write a summary")
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		jobs, _ := w.store.Jobs(context.Background(), core.JobFilter{TaskID: w.task().ID})
+		if len(jobs) == 2 && jobs[0].State == core.JobSucceeded {
+			if jobs[0].Instruction != "also add a title" {
+				t.Errorf("follow-up instruction = %q", jobs[0].Instruction)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no follow-up job: %+v", jobs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
