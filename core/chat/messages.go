@@ -58,6 +58,7 @@ var texts = map[string]map[string]string{
 		"status_none":        "タスク {task} にはまだジョブがありません。",
 		"list_none":          "実行中のタスクはありません。",
 		"claimed":            "⏳ 作業中 — ピース {piece}。",
+		"progress":           "⏳ {piece}: movement {movement} {count}/{max}、iteration {iteration}、{tokens} トークン、{elapsed}。{level}",
 		"done":               "✅ 完了 — ジョブ #{job}。",
 		"asking":             "❓ 回答待ち — このスレッドに返信してください。",
 		"failed":             "❌ ジョブ #{job} は失敗しました: {reason}",

@@ -7,8 +7,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/baton-bot/baton/core"
+	"github.com/baton-bot/baton/core/engine"
 	"github.com/baton-bot/baton/core/worker"
 )
 
@@ -181,4 +183,45 @@ func (s *Service) Finished(ctx context.Context, j core.Job, fin core.Finish) {
 	if _, err := s.dispatch.Create(ctx, core.Job{TaskID: task.ID, Piece: j.Piece, Instruction: unseen.Text, TriggerMsgID: unseen.PlatformMsgID}); err != nil {
 		s.log.Error("starting a follow-up job failed", "task", task.ID, "err", err)
 	}
+}
+
+// statusEvery is the least time between two edits of a job's status.
+const statusEvery = 2 * time.Second
+
+var _ engine.Observer = (*Service)(nil)
+
+// Observe implements engine.Observer: the job's status message shows its
+// progress, edited at most every statusEvery.
+func (s *Service) Observe(ctx context.Context, st engine.Status) {
+	now := s.cfg.Now()
+	s.mu.Lock()
+	if last, ok := s.statusAt[st.JobID]; ok && now.Sub(last) < statusEvery {
+		s.mu.Unlock()
+		return
+	}
+	s.statusAt[st.JobID] = now
+	if len(s.statusAt) > 10_000 { // forget finished jobs now and then
+		clear(s.statusAt)
+	}
+	s.mu.Unlock()
+	j := core.Job{ID: st.JobID, TaskID: st.TaskID}
+	if _, ok := s.speaks(ctx, j); !ok {
+		return
+	}
+	elapsed := "-"
+	if !st.Started.IsZero() {
+		elapsed = now.Sub(st.Started).Round(time.Second).String()
+	}
+	level := ""
+	if st.Level != "" {
+		level = " context: " + st.Level + "."
+	}
+	text := s.say("progress", "piece", st.Piece, "movement", st.Movement, "count", strconv.Itoa(st.MovementCount),
+		"max", strconv.Itoa(st.MaxMovements), "iteration", strconv.Itoa(st.Iteration),
+		"tokens", strconv.FormatInt(st.Tokens, 10), "elapsed", elapsed, "level", level)
+	if err := s.store.AddOutbox(ctx, compact(j, statusMsg(text))...); err != nil {
+		s.log.Warn("writing a status update failed", "job", st.JobID, "err", err)
+		return
+	}
+	s.cfg.Kick()
 }

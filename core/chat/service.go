@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -57,6 +58,9 @@ type Service struct {
 	dispatch worker.Dispatch
 	cfg      Config
 	log      *slog.Logger
+
+	mu       sync.Mutex
+	statusAt map[int64]time.Time // guarded by mu: when each job's status was last written
 }
 
 // NewService returns the conversation service over store and queue.
@@ -76,7 +80,7 @@ func NewService(store core.Store, q core.Queue, cfg Config) *Service {
 	if cfg.Kick == nil {
 		cfg.Kick = func() {}
 	}
-	return &Service{store: store, dispatch: worker.Dispatch{Store: store, Queue: q}, cfg: cfg, log: cfg.Logger}
+	return &Service{store: store, dispatch: worker.Dispatch{Store: store, Queue: q}, cfg: cfg, log: cfg.Logger, statusAt: map[int64]time.Time{}}
 }
 
 func (s *Service) say(key string, pairs ...string) string { return say(s.cfg.Locale, key, pairs...) }

@@ -52,6 +52,25 @@ type Toolbox interface {
 	Lookup(name string) (tools.Tool, bool)
 }
 
+// Status is a running job's progress, for its status message.
+type Status struct {
+	JobID, TaskID int64
+	Piece         string
+	Movement      string
+	MovementCount int // movements started, this one included
+	MaxMovements  int
+	Iteration     int
+	Tokens        int64
+	Level         string // the context level reached: "", warn, prompt, …
+	Started       time.Time
+}
+
+// Observer is told a running job's progress, at every movement start and
+// after every model reply. It must return quickly.
+type Observer interface {
+	Observe(ctx context.Context, s Status)
+}
+
 // Levels are the context manager's thresholds, as fractions of the window.
 type Levels struct {
 	Warn      float64 // a job event (0.70)
@@ -74,6 +93,7 @@ type Config struct {
 	ReminderAfter       int   // text-only replies before a reminder (1)
 	MovementLogBytes    int64 // cap of each movement's log under logs/ (2 MiB)
 	WorkspaceRoot       string
+	Observer            Observer // optional
 	Now                 func() time.Time
 	Logger              *slog.Logger
 }

@@ -87,7 +87,9 @@ func (m *movement) loop(ctx context.Context) (outcome, error) {
 		if out, stop := m.checkContext(ctx, lastText); stop {
 			return out, nil
 		}
+		pr.mu.Lock()
 		pr.iteration = iter
+		pr.mu.Unlock()
 		resp, err := e.model.Complete(ctx, llm.Request{Model: model, Messages: m.msgs, Tools: m.defs, MaxTokens: e.cfg.MaxOutputTokens, ToolChoice: llm.ToolChoiceAuto})
 		if err != nil {
 			if ctx.Err() != nil {
@@ -173,7 +175,9 @@ func (m *movement) checkContext(ctx context.Context, lastText string) (outcome, 
 	ratio := m.meter.ratio()
 	for _, l := range m.meter.check(e.cfg.Levels) {
 		pct := strconv.Itoa(int(ratio * 100))
+		pr.mu.Lock()
 		pr.level = l
+		pr.mu.Unlock()
 		_ = pr.event(ctx, "context_"+l.String(), m.mv.Name, fmt.Sprintf("context %s%% full (%d of %d tokens)", pct, m.meter.used(), m.meter.window))
 		switch l {
 		case levelPrompt:

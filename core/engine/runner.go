@@ -122,6 +122,7 @@ func (pr *pieceRun) run(ctx context.Context) (core.Finish, error) {
 			return core.Finish{}, err
 		}
 		_ = pr.event(ctx, "movement_started", name, fmt.Sprintf("%d/%d", j.MovementCount+1, pr.piece.MaxMovements))
+		pr.observe(ctx)
 
 		system, user, err := pr.prompts(ctx, mv, enriched, resumedFromSubtasks)
 		if err != nil {
@@ -330,6 +331,25 @@ func (pr *pieceRun) save(ctx context.Context, movement string) error {
 	return pr.r.Save(ctx, p)
 }
 
+// observe reports the run's progress to the observer.
+func (pr *pieceRun) observe(ctx context.Context) {
+	o := pr.e.cfg.Observer
+	if o == nil {
+		return
+	}
+	pr.mu.Lock()
+	st := Status{
+		JobID: pr.job.ID, TaskID: pr.task.ID, Piece: pr.piece.Name, Movement: pr.movement,
+		MovementCount: pr.job.MovementCount + 1, MaxMovements: pr.piece.MaxMovements, Iteration: pr.iteration,
+		Tokens: pr.promptTokens + pr.completionTokens, Started: pr.job.StartedAt,
+	}
+	if pr.level != levelNone {
+		st.Level = pr.level.String()
+	}
+	pr.mu.Unlock()
+	o.Observe(ctx, st)
+}
+
 // addUsage accounts one response's tokens and enforces the job's budget.
 func (pr *pieceRun) addUsage(ctx context.Context, movement string, u llm.Usage, m *meter) error {
 	prompt, completion := int64(u.PromptTokens), int64(u.CompletionTokens)
@@ -342,6 +362,7 @@ func (pr *pieceRun) addUsage(ctx context.Context, movement string, u llm.Usage, 
 	total := pr.promptTokens + pr.completionTokens
 	pr.mu.Unlock()
 	_ = pr.event(ctx, "usage", movement, fmt.Sprintf("prompt=%d completion=%d cached=%d reported=%t", prompt, completion, u.CachedTokens, u.Reported))
+	pr.observe(ctx)
 	if max := pr.e.cfg.MaxTokensPerJob; max > 0 && total > max {
 		return &failure{reason: fmt.Sprintf(pr.e.text.msg("budget_tokens"), total, max)}
 	}
