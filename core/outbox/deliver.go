@@ -66,10 +66,11 @@ func (d *Deliverer) post(ctx context.Context, thread core.ThreadRef, id int64, t
 		maxParts = DefaultMaxParts
 	}
 	if len(parts) > maxParts {
-		if err := d.pace.wait(ctx, thread, d.cfg.Now, lim.Every); err != nil {
-			return "", err
-		}
-		msgID, err := d.poster.Upload(ctx, thread, longName, strings.NewReader(text), int64(len(text)), longComment)
+		var msgID string
+		err := d.pace.do(ctx, thread, d.cfg.Now, lim.Every, func() (err error) {
+			msgID, err = d.poster.Upload(ctx, thread, longName, strings.NewReader(text), int64(len(text)), longComment)
+			return err
+		})
 		if err != nil {
 			return "", fmt.Errorf("upload long text: %w", err)
 		}
@@ -80,10 +81,11 @@ func (d *Deliverer) post(ctx context.Context, thread core.ThreadRef, id int64, t
 	pr := d.parts[id]
 	d.mu.Unlock()
 	for i := pr.done; i < len(parts); i++ {
-		if err := d.pace.wait(ctx, thread, d.cfg.Now, lim.Every); err != nil {
-			return "", err
-		}
-		msgID, err := d.poster.Post(ctx, thread, parts[i])
+		var msgID string
+		err := d.pace.do(ctx, thread, d.cfg.Now, lim.Every, func() (err error) {
+			msgID, err = d.poster.Post(ctx, thread, parts[i])
+			return err
+		})
 		if err != nil {
 			return "", fmt.Errorf("post part %d of %d: %w", i+1, len(parts), err)
 		}
@@ -135,13 +137,14 @@ func (d *Deliverer) update(ctx context.Context, thread core.ThreadRef, jobID int
 	lim := d.poster.Limits()
 	statusID, err := d.store.StatusMessage(ctx, jobID)
 	if errors.Is(err, core.ErrNotFound) {
-		if err := d.pace.wait(ctx, thread, d.cfg.Now, lim.Every); err != nil {
-			return "", err
-		}
 		if lim.Post > 0 {
 			text = cutRunes(text, lim.Post)
 		}
-		msgID, err := d.poster.Post(ctx, thread, text)
+		var msgID string
+		err := d.pace.do(ctx, thread, d.cfg.Now, lim.Every, func() (err error) {
+			msgID, err = d.poster.Post(ctx, thread, text)
+			return err
+		})
 		if err != nil {
 			return "", fmt.Errorf("post status of job %d: %w", jobID, err)
 		}
@@ -215,10 +218,11 @@ func (d *Deliverer) upload(ctx context.Context, task core.Task, p chat.Payload) 
 	if name == "" {
 		name = filepath.Base(p.Path)
 	}
-	if err := d.pace.wait(ctx, task.Thread, d.cfg.Now, d.poster.Limits().Every); err != nil {
-		return "", err
-	}
-	msgID, err := d.poster.Upload(ctx, task.Thread, name, f, st.Size(), p.Text)
+	var msgID string
+	err = d.pace.do(ctx, task.Thread, d.cfg.Now, d.poster.Limits().Every, func() (err error) {
+		msgID, err = d.poster.Upload(ctx, task.Thread, name, f, st.Size(), p.Text)
+		return err
+	})
 	if err != nil {
 		return "", fmt.Errorf("upload %s: %w", name, err)
 	}

@@ -164,7 +164,6 @@ func New(store Store, platform core.Platform, poster chat.Poster, cfg Config) *D
 		log:      cfg.Logger.With("component", "outbox", "platform", string(platform)),
 		kick:     make(chan struct{}, 1),
 		sem:      make(chan struct{}, cfg.Concurrency),
-		pace:     pacer{next: map[string]time.Time{}},
 		busy:     map[int64]bool{},
 		parts:    map[int64]progress{},
 	}
