@@ -1,0 +1,230 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/baton-bot/baton/core"
+	"github.com/baton-bot/baton/core/chat"
+)
+
+// longName is the file a text too long for MaxParts posts is uploaded as.
+const longName = "answer.md"
+
+// longComment goes with a text uploaded as a file: one line, so that the
+// thread shows what the file is.
+const longComment = "The answer is too long for a few messages, so here it is as a file."
+
+// permanent marks err as one that retrying cannot fix.
+func permanent(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", chat.ErrPermanent, fmt.Sprintf(format, args...))
+}
+
+// send performs m on the platform and returns the platform's id of the
+// message it made or changed ("" for reactions). A panic in the Poster is
+// returned as an error, retried like any other.
+func (d *Deliverer) send(ctx context.Context, task core.Task, m core.OutboxMessage) (id string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			id, err = "", fmt.Errorf("%s: poster panicked: %v", m.Kind, r)
+		}
+	}()
+	p, err := chat.DecodePayload(m.Payload)
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", chat.ErrPermanent, err)
+	}
+	switch m.Kind {
+	case core.OutboxPost:
+		return d.post(ctx, task.Thread, m.ID, p.Text)
+	case core.OutboxUpdate:
+		return d.update(ctx, task.Thread, m.JobID, p.Text)
+	case core.OutboxReact, core.OutboxUnreact:
+		return d.react(ctx, task.Thread, p, m.Kind == core.OutboxUnreact)
+	case core.OutboxUpload:
+		return d.upload(ctx, task, p)
+	default:
+		return "", permanent("unknown outbox kind %q", m.Kind)
+	}
+}
+
+// post posts text in parts of at most Limits().Post characters, or as a
+// file when that takes more than MaxParts posts. A retry after a failure
+// mid-way goes on with the first part not delivered. It returns the id of
+// the first part.
+func (d *Deliverer) post(ctx context.Context, thread core.ThreadRef, id int64, text string) (string, error) {
+	lim := d.poster.Limits()
+	parts := d.split(text, lim.Post)
+	if len(parts) == 0 {
+		return "", permanent("empty post")
+	}
+	maxParts := lim.MaxParts
+	if maxParts <= 0 {
+		maxParts = DefaultMaxParts
+	}
+	if len(parts) > maxParts {
+		var msgID string
+		err := d.pace.do(ctx, thread, d.cfg.Now, lim.Every, func() (err error) {
+			msgID, err = d.poster.Upload(ctx, thread, longName, strings.NewReader(text), int64(len(text)), longComment)
+			return err
+		})
+		if err != nil {
+			return "", fmt.Errorf("upload long text: %w", err)
+		}
+		return msgID, nil
+	}
+
+	d.mu.Lock()
+	pr := d.parts[id]
+	d.mu.Unlock()
+	for i := pr.done; i < len(parts); i++ {
+		var msgID string
+		err := d.pace.do(ctx, thread, d.cfg.Now, lim.Every, func() (err error) {
+			msgID, err = d.poster.Post(ctx, thread, parts[i])
+			return err
+		})
+		if err != nil {
+			return "", fmt.Errorf("post part %d of %d: %w", i+1, len(parts), err)
+		}
+		if i == 0 {
+			pr.firstID = msgID
+		}
+		pr.done = i + 1
+		if len(parts) > 1 {
+			d.mu.Lock()
+			d.parts[id] = pr
+			d.mu.Unlock()
+		}
+	}
+	return pr.firstID, nil
+}
+
+// split cuts text with the configured splitter and makes sure, whatever
+// that splitter does, that no part is over limit characters.
+func (d *Deliverer) split(text string, limit int) []string {
+	if strings.TrimSpace(text) == "" {
+		return nil
+	}
+	if limit <= 0 {
+		return []string{text}
+	}
+	var out []string
+	for _, p := range d.cfg.Split(text, limit) {
+		if runeLen(p) > limit {
+			out = append(out, Split(p, limit)...)
+			continue
+		}
+		if strings.TrimSpace(p) != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// update shows text in the job's status message: it posts the message the
+// first time and edits it afterwards. It returns the status message's id,
+// so that the store finds it for the job's later updates.
+func (d *Deliverer) update(ctx context.Context, thread core.ThreadRef, jobID int64, text string) (string, error) {
+	if jobID == 0 {
+		return "", permanent("status update without a job")
+	}
+	if strings.TrimSpace(text) == "" {
+		return "", permanent("empty status update")
+	}
+	lim := d.poster.Limits()
+	statusID, err := d.store.StatusMessage(ctx, jobID)
+	if errors.Is(err, core.ErrNotFound) {
+		if lim.Post > 0 {
+			text = cutRunes(text, lim.Post)
+		}
+		var msgID string
+		err := d.pace.do(ctx, thread, d.cfg.Now, lim.Every, func() (err error) {
+			msgID, err = d.poster.Post(ctx, thread, text)
+			return err
+		})
+		if err != nil {
+			return "", fmt.Errorf("post status of job %d: %w", jobID, err)
+		}
+		return msgID, nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("find status message of job %d: %w", jobID, err)
+	}
+	n := lim.Update
+	if n <= 0 {
+		n = lim.Post
+	}
+	if n > 0 {
+		text = cutBytes(text, n)
+	}
+	if err := d.poster.Update(ctx, thread, statusID, text); err != nil {
+		return "", fmt.Errorf("update status of job %d: %w", jobID, err)
+	}
+	return statusID, nil
+}
+
+// react adds or removes an emoji; an empty MsgID means the thread's root
+// message, the one that started the task.
+func (d *Deliverer) react(ctx context.Context, thread core.ThreadRef, p chat.Payload, remove bool) (string, error) {
+	if p.Emoji == "" {
+		return "", permanent("reaction without an emoji")
+	}
+	msgID := p.MsgID
+	if msgID == "" {
+		msgID = thread.Thread
+	}
+	if err := d.poster.React(ctx, thread, msgID, p.Emoji, remove); err != nil {
+		return "", fmt.Errorf("react %s on %s: %w", p.Emoji, msgID, err)
+	}
+	return "", nil
+}
+
+// upload posts a file of the task's workspace. The path must be absolute
+// and inside the workspace, symlinks included; a file that cannot be
+// opened is a permanent failure.
+func (d *Deliverer) upload(ctx context.Context, task core.Task, p chat.Payload) (string, error) {
+	if !filepath.IsAbs(p.Path) {
+		return "", permanent("upload path %q is not absolute", p.Path)
+	}
+	if task.Workspace == "" {
+		return "", permanent("upload from task %d, which has no workspace", task.ID)
+	}
+	rel, err := filepath.Rel(filepath.Clean(task.Workspace), filepath.Clean(p.Path))
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return "", permanent("upload path %q is outside the task's workspace", p.Path)
+	}
+	// os.Root refuses symlinks that lead out of the workspace.
+	root, err := os.OpenRoot(task.Workspace)
+	if err != nil {
+		return "", permanent("open workspace of task %d: %v", task.ID, err)
+	}
+	defer root.Close()
+	f, err := root.Open(rel)
+	if err != nil {
+		return "", permanent("open upload: %v", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return "", fmt.Errorf("stat upload: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return "", permanent("upload %q is not a regular file", rel)
+	}
+	name := p.Name
+	if name == "" {
+		name = filepath.Base(p.Path)
+	}
+	var msgID string
+	err = d.pace.do(ctx, task.Thread, d.cfg.Now, d.poster.Limits().Every, func() (err error) {
+		msgID, err = d.poster.Upload(ctx, task.Thread, name, f, st.Size(), p.Text)
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("upload %s: %w", name, err)
+	}
+	return msgID, nil
+}
