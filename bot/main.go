@@ -324,7 +324,7 @@ func (m *Main) worker(ctx context.Context, args []string) error {
 	if err := m.requireRedis("worker"); err != nil {
 		return err
 	}
-	sys, err := newSystem(ctx, m.Config, m.Logger, false)
+	sys, err := newSystem(ctx, m.Config, m.Logger, systemOptions{converse: true})
 	if err != nil {
 		return m.systemErr("worker", err)
 	}
@@ -361,7 +361,10 @@ func (m *Main) chat(ctx context.Context, args []string) error {
 	if err := m.setup("chat", cf); err != nil {
 		return err
 	}
-	return notYet("chat")
+	if jf.piece != "" {
+		m.Config.DefaultPiece = jf.piece
+	}
+	return m.chatSession(ctx)
 }
 
 func (m *Main) runJob(ctx context.Context, args []string) error {

@@ -14,8 +14,10 @@ import (
 
 	"github.com/baton-bot/baton/configs"
 	"github.com/baton-bot/baton/core"
+	"github.com/baton-bot/baton/core/chat"
 	"github.com/baton-bot/baton/core/engine"
 	"github.com/baton-bot/baton/core/llm"
+	"github.com/baton-bot/baton/core/outbox"
 	"github.com/baton-bot/baton/core/piece"
 	"github.com/baton-bot/baton/core/sqlite"
 	"github.com/baton-bot/baton/core/tokens"
@@ -36,7 +38,41 @@ type system struct {
 	pool     *worker.Pool
 	dispatch worker.Dispatch
 	rec      *worker.Reconciler
+	chat     *chat.Service // nil without conversations (baton run)
 	closers  []func() error
+
+	mu         sync.Mutex
+	deliverers []*outbox.Deliverer // guarded by mu
+}
+
+// systemOptions choose what a command needs.
+type systemOptions struct {
+	// embedded forces the in-process queue whatever redis.url says
+	// (baton run, baton chat).
+	embedded bool
+	// converse builds the conversation service: jobs tell their threads
+	// about their progress through the outbox.
+	converse bool
+}
+
+// deliver starts a deliverer of platform's outbox through poster, until ctx
+// ends; the conversation service wakes it whenever it writes.
+func (s *system) deliver(ctx context.Context, platform core.Platform, poster chat.Poster) *outbox.Deliverer {
+	d := outbox.New(s.store, platform, poster, outbox.Config{Logger: s.log.With("platform", string(platform))})
+	s.mu.Lock()
+	s.deliverers = append(s.deliverers, d)
+	s.mu.Unlock()
+	go func() { _ = d.Run(ctx) }()
+	return d
+}
+
+// kick wakes every deliverer.
+func (s *system) kick() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, d := range s.deliverers {
+		d.Kick()
+	}
 }
 
 // storePath is the SQLite file under data_dir.
@@ -76,9 +112,8 @@ func loadPieces(cfg Config, set *tools.Set) (*piece.Library, error) {
 	return lib, nil
 }
 
-// newSystem builds the machinery. embedded forces the in-process queue
-// whatever redis.url says (baton run, baton chat).
-func newSystem(ctx context.Context, cfg Config, log *slog.Logger, embedded bool) (_ *system, err error) {
+// newSystem builds the machinery.
+func newSystem(ctx context.Context, cfg Config, log *slog.Logger, opts systemOptions) (_ *system, err error) {
 	sys := &system{cfg: cfg, log: log}
 	defer func() {
 		if err != nil {
@@ -107,25 +142,8 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger, embedded bool)
 	if err != nil {
 		return nil, &ConfigError{Key: "llm.base_url", Msg: err.Error()}
 	}
-	loc, err := time.LoadLocation(cfg.Timezone)
-	if err != nil {
-		return nil, &ConfigError{Key: "timezone", Msg: err.Error()}
-	}
-	sys.engine, err = engine.New(model, sys.store, sys.pieces, set, tokens.ForModel(cfg.LLM.Model), engine.Config{
-		Locale: cfg.Locale, Location: loc, Model: cfg.LLM.Model, DefaultPiece: cfg.DefaultPiece,
-		ContextWindow: cfg.LLM.ContextWindow, MaxOutputTokens: cfg.LLM.MaxOutputTokens, MaxTokensPerJob: cfg.LLM.MaxTokensPerJob,
-		Levels: engine.Levels{
-			Warn: cfg.Context.Warn, Prompt: cfg.Context.Prompt, Force: cfg.Context.ForceTransition, Exhausted: cfg.Context.Exhausted,
-		},
-		ToolResultMaxTokens: cfg.Context.ToolResultMaxTokens, ReminderAfter: cfg.Agent.ReminderAfter,
-		WorkspaceRoot: workspaceRoot(cfg), Logger: log,
-	})
-	if err != nil {
-		return nil, err
-	}
-
 	qopts := queue.Options{Lease: cfg.Queue.Lease, Logger: log}
-	if embedded || cfg.Redis.URL == "" {
+	if opts.embedded || cfg.Redis.URL == "" {
 		mem := queue.NewMemory(qopts)
 		sys.queue = mem
 		sys.closers = append(sys.closers, mem.Close)
@@ -137,8 +155,38 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger, embedded bool)
 		sys.queue = rq
 		sys.closers = append(sys.closers, closeRedis)
 	}
+	var observer engine.Observer
+	var notifier worker.Notifier
+	if opts.converse {
+		sys.chat = chat.NewService(sys.store, sys.queue, chat.Config{
+			DefaultPiece: cfg.DefaultPiece, Pieces: sys.pieces, Locale: cfg.Locale, MaxFileBytes: cfg.Files.MaxBytes,
+			Access: chat.Access{
+				Admins: cfg.Access.Admins, AllowedUsers: cfg.Access.AllowedUsers, AllowedChannels: cfg.Access.AllowedChannels,
+				AbortBy: cfg.Access.AbortBy, AnswerBy: cfg.Access.AnswerBy,
+			},
+			Kick: sys.kick, Logger: log,
+		})
+		observer, notifier = sys.chat, sys.chat
+	}
+	loc, err := time.LoadLocation(cfg.Timezone)
+	if err != nil {
+		return nil, &ConfigError{Key: "timezone", Msg: err.Error()}
+	}
+	sys.engine, err = engine.New(model, sys.store, sys.pieces, set, tokens.ForModel(cfg.LLM.Model), engine.Config{
+		Locale: cfg.Locale, Location: loc, Model: cfg.LLM.Model, DefaultPiece: cfg.DefaultPiece,
+		ContextWindow: cfg.LLM.ContextWindow, MaxOutputTokens: cfg.LLM.MaxOutputTokens, MaxTokensPerJob: cfg.LLM.MaxTokensPerJob,
+		Levels: engine.Levels{
+			Warn: cfg.Context.Warn, Prompt: cfg.Context.Prompt, Force: cfg.Context.ForceTransition, Exhausted: cfg.Context.Exhausted,
+		},
+		ToolResultMaxTokens: cfg.Context.ToolResultMaxTokens, ReminderAfter: cfg.Agent.ReminderAfter,
+		WorkspaceRoot: workspaceRoot(cfg), Observer: observer, Logger: log,
+	})
+	if err != nil {
+		return nil, err
+	}
+
 	sys.dispatch = worker.Dispatch{Store: sys.store, Queue: sys.queue}
-	exec := worker.NewExecutor(sys.store, sys.queue, sys.engine, worker.ExecutorConfig{MaxFailures: cfg.Queue.MaxFailures, Logger: log})
+	exec := worker.NewExecutor(sys.store, sys.queue, sys.engine, worker.ExecutorConfig{MaxFailures: cfg.Queue.MaxFailures, Notify: notifier, Logger: log})
 	sys.pool = worker.NewPool(sys.queue, exec, worker.PoolConfig{
 		Concurrency: cfg.Workers.Concurrency, Lease: cfg.Queue.Lease, Heartbeat: cfg.Queue.Heartbeat,
 		ShutdownGrace: cfg.Workers.ShutdownGrace, MaxFailures: cfg.Queue.MaxFailures,

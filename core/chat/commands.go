@@ -223,9 +223,15 @@ func (s *Service) statusLine(ctx context.Context, task core.Task, j core.Job) (s
 		}
 		children += fmt.Sprintf("\n  • %s — %s", t.Title, k.State)
 	}
+	max := "?"
+	if s.cfg.Pieces != nil {
+		if p, ok := s.cfg.Pieces.Lookup(j.Piece); ok {
+			max = strconv.Itoa(p.MaxMovements)
+		}
+	}
 	return s.say("status", "state_icon", stateIcon(j.State), "task", "#"+strconv.FormatInt(task.ID, 10),
 		"job", strconv.FormatInt(j.ID, 10), "state", string(j.State), "piece", j.Piece, "movement", orDash(j.Movement),
-		"count", strconv.Itoa(j.MovementCount), "max", "…", "iteration", strconv.Itoa(j.Iteration),
+		"count", strconv.Itoa(j.MovementCount), "max", max, "iteration", strconv.Itoa(j.Iteration),
 		"tokens", strconv.FormatInt(j.PromptTokens+j.CompletionTokens, 10), "elapsed", elapsed,
 		"level", level, "children", children), nil
 }
@@ -255,7 +261,21 @@ func mention(a Author) string {
 	if a.Name != "" {
 		return a.Name
 	}
-	return a.ID
+	return mentionID(a.ID)
+}
+
+// mentionID names the person with a platform-qualified id in a post: a
+// mention where the platform has them, else the bare name.
+func mentionID(id string) string {
+	platform, user, ok := strings.Cut(id, ":")
+	switch {
+	case !ok:
+		return id
+	case platform == string(core.PlatformSlack) || platform == string(core.PlatformDiscord):
+		return "<@" + user + ">"
+	default:
+		return user
+	}
 }
 
 // HandleReaction aborts the task's active job when a person reacts with ❌

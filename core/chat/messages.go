@@ -28,6 +28,7 @@ var texts = map[string]map[string]string{
 		"status_none":        "Task {task} has no job yet.",
 		"list_none":          "No active tasks.",
 		"claimed":            "⏳ Working on it — piece {piece}.",
+		"progress":           "⏳ {piece}: movement {movement} {count}/{max}, iteration {iteration}, {tokens} tokens, {elapsed}.{level}",
 		"done":               "✅ Done — job #{job}.",
 		"asking":             "❓ Waiting for an answer — reply in this thread.",
 		"failed":             "❌ Job #{job} failed: {reason}",

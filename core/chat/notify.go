@@ -124,7 +124,7 @@ func (s *Service) Finishing(ctx context.Context, j core.Job, fin core.Finish) []
 	case core.JobAborted:
 		who := "someone"
 		if cur, err := s.store.Job(ctx, j.ID); err == nil && cur.AbortedBy != "" {
-			who = cur.AbortedBy
+			who = mentionID(cur.AbortedBy)
 		}
 		text := s.say("aborted", "job", id, "who", who)
 		return compact(j, postMsg(text), unreact(j.TriggerMsgID, EmojiClaimed), react(j.TriggerMsgID, EmojiFailed), statusMsg(text))

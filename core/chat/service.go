@@ -16,12 +16,15 @@ import (
 	"unicode/utf8"
 
 	"github.com/baton-bot/baton/core"
+	"github.com/baton-bot/baton/core/piece"
 	"github.com/baton-bot/baton/core/worker"
 )
 
-// Pieces names the pieces people may pick with `!piece`.
+// Pieces are the pieces people may pick with `!piece`. *piece.Library
+// implements it.
 type Pieces interface {
 	Names() []string
+	Lookup(name string) (*piece.Piece, bool)
 }
 
 // Access is who may use Baton and how (the access: configuration). Ids are
