@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/baton-bot/baton/adapters/console"
 	"github.com/baton-bot/baton/core"
@@ -39,6 +38,5 @@ func (m *Main) chatSession(ctx context.Context) error {
 		defer cancel()
 		_, _ = d.Flush(fctx)
 	}()
-	fmt.Fprintf(m.Stderr, "baton: data in %s\n", m.Config.DataDir)
 	return term.Run(ctx)
 }

@@ -58,7 +58,8 @@ func TestMainExitCodes(t *testing.T) {
 		{"gateway without redis", nil, []string{"gateway"}, 2, []string{"baton gateway: redis.url: must be set"}, nil},
 		{"gateway with redis", redis, []string{"gateway"}, 1, []string{"baton gateway: not available yet"}, nil},
 		{"serve", nil, []string{"serve"}, 1, []string{"baton serve: not available yet"}, nil},
-		{"chat", nil, []string{"chat", "--piece", "research", "--data-dir", t.TempDir()}, 1, []string{"baton chat: not available yet"}, nil},
+		{"chat ends with its input", nil, []string{"chat", "--config", quiet, "--piece", "research", "--data-dir", t.TempDir()}, 0, nil, []string{"/quit leaves"}},
+		{"chat unknown piece", nil, []string{"chat", "--config", quiet, "--piece", "nope", "--data-dir", t.TempDir()}, 2, []string{"default_piece"}, nil},
 		{"run unknown task", data, []string{"run", "--config", quiet, "--task", "3", "say hello"}, 2, []string{"there is no task #3"}, nil},
 		{"run unknown piece", data, []string{"run", "--config", quiet, "--piece", "nope", "say hello"}, 2, []string{`no piece named "nope"`}, nil},
 		{"run without instruction", nil, []string{"run", "--piece", "chat"}, 2, []string{"an instruction is required"}, nil},
@@ -104,9 +105,10 @@ func TestMainDataDirFlag(t *testing.T) {
 	var out, errOut bytes.Buffer
 	m := NewMain()
 	m.Stdout, m.Stderr, m.Env = &out, &errOut, mapEnv(map[string]string{"BATON_DATA_DIR": "/from/env"})
+	m.Stdin = strings.NewReader("/quit\n")
 	err := m.Run(context.Background(), []string{"chat", "--data-dir", dir})
-	if code := ExitCode(err); code != 1 {
-		t.Fatalf("exit %d (%v), want 1 (not available yet)", code, err)
+	if code := ExitCode(err); code != 0 {
+		t.Fatalf("exit %d (%v), want 0", code, err)
 	}
 	if m.Config.DataDir != dir {
 		t.Errorf("data_dir = %q, want the flag's %q over BATON_DATA_DIR", m.Config.DataDir, dir)
