@@ -61,7 +61,8 @@ type Config struct {
 	// default 8. A quarter of them (at least one) may run in one channel.
 	Concurrency int
 	// MaxTries is how many failed tries a message gets before it is given
-	// up; default 8. Rate-limited tries do not give a message up.
+	// up; default 8. A rate-limited try never gives a message up, though
+	// the store counts it among the message's Tries.
 	MaxTries int
 	// Backoff is the delay before retrying after the n-th failed try (n ≥ 1);
 	// default Backoff.
@@ -98,6 +99,9 @@ func Backoff(try int) time.Duration {
 	}
 	return d/2 + rand.N(d/2+1)
 }
+
+// minRateLimitWait is the least wait after a rate limit that named none.
+const minRateLimitWait = time.Second
 
 // settleTimeout bounds the store writes that record a delivery's outcome;
 // they run even when Run's context has ended, so that a message posted just
@@ -321,9 +325,12 @@ func (d *Deliverer) deliver(ctx context.Context, task core.Task, m core.OutboxMe
 	var rl *chat.RateLimitedError
 	switch {
 	case errors.As(err, &rl):
-		d.pace.hold(task.Thread, now.Add(rl.After))
-		log.Warn("delivery rate limited", "tries", tries, "retry_after", rl.After, "err", err)
-		if serr := d.store.OutboxRetry(sctx, m.ID, now.Add(rl.After), err.Error()); serr != nil {
+		// Later posts in the channel wait too: posting there meanwhile
+		// would only earn more 429s.
+		after := max(rl.After, minRateLimitWait)
+		d.pace.hold(task.Thread, now.Add(after))
+		log.Warn("delivery rate limited", "tries", tries, "retry_after", after, "err", err)
+		if serr := d.store.OutboxRetry(sctx, m.ID, now.Add(after), err.Error()); serr != nil {
 			log.Error("record retry", "err", serr)
 		}
 	case errors.Is(err, chat.ErrPermanent):
