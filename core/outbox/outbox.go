@@ -18,6 +18,7 @@ package outbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -57,10 +58,11 @@ type Config struct {
 	// Batch is how many due messages one read returns at most; default 50.
 	Batch int
 	// Concurrency is how many deliveries (of different tasks) run at once;
-	// default 8.
+	// default 8. A quarter of them (at least one) may run in one channel.
 	Concurrency int
 	// MaxTries is how many failed tries a message gets before it is given
-	// up; default 8. Rate-limited tries do not give a message up.
+	// up; default 8. A rate-limited try never gives a message up, though
+	// the store counts it among the message's Tries.
 	MaxTries int
 	// Backoff is the delay before retrying after the n-th failed try (n ≥ 1);
 	// default Backoff.
@@ -98,6 +100,9 @@ func Backoff(try int) time.Duration {
 	return d/2 + rand.N(d/2+1)
 }
 
+// minRateLimitWait is the least wait after a rate limit that named none.
+const minRateLimitWait = time.Second
+
 // settleTimeout bounds the store writes that record a delivery's outcome;
 // they run even when Run's context has ended, so that a message posted just
 // before shutdown is not posted again.
@@ -115,9 +120,15 @@ type Deliverer struct {
 	sem      chan struct{} // one token per delivery running
 	pace     pacer
 
+	// perChannel bounds the deliveries under way in one channel, so that
+	// posts waiting for a paced channel's turn cannot take every slot.
+	perChannel int
+
 	mu sync.Mutex
 	// busy holds the tasks with a delivery running; guarded by mu.
 	busy map[int64]bool
+	// channels counts the deliveries running per channel; guarded by mu.
+	channels map[string]int
 	// parts holds, per outbox message id, how much of a split post was
 	// delivered before a failure, so that a retry goes on from there
 	// instead of posting the first parts again; guarded by mu.
@@ -157,15 +168,17 @@ func New(store Store, platform core.Platform, poster chat.Poster, cfg Config) *D
 		cfg.Split = Split
 	}
 	return &Deliverer{
-		store:    store,
-		platform: platform,
-		poster:   poster,
-		cfg:      cfg,
-		log:      cfg.Logger.With("component", "outbox", "platform", string(platform)),
-		kick:     make(chan struct{}, 1),
-		sem:      make(chan struct{}, cfg.Concurrency),
-		busy:     map[int64]bool{},
-		parts:    map[int64]progress{},
+		store:      store,
+		platform:   platform,
+		poster:     poster,
+		cfg:        cfg,
+		log:        cfg.Logger.With("component", "outbox", "platform", string(platform)),
+		kick:       make(chan struct{}, 1),
+		sem:        make(chan struct{}, cfg.Concurrency),
+		perChannel: max(1, cfg.Concurrency/4),
+		busy:       map[int64]bool{},
+		channels:   map[string]int{},
+		parts:      map[int64]progress{},
 	}
 }
 
@@ -232,21 +245,28 @@ func (d *Deliverer) round(ctx context.Context, wg *sync.WaitGroup, done func()) 
 	}
 	started := 0
 	for _, m := range msgs {
-		if before[m.TaskID] || !d.claim(m.TaskID) {
+		if before[m.TaskID] {
+			continue
+		}
+		task, err := d.store.Task(ctx, m.TaskID)
+		if err != nil {
+			return started, fmt.Errorf("task %d of outbox message %d: %w", m.TaskID, m.ID, err)
+		}
+		if !d.claim(task) {
 			continue
 		}
 		select {
 		case d.sem <- struct{}{}:
 		case <-ctx.Done():
-			d.release(m.TaskID)
+			d.release(task)
 			return started, nil
 		}
 		started++
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			d.deliver(ctx, m)
-			d.release(m.TaskID)
+			d.deliver(ctx, task, m)
+			d.release(task)
 			<-d.sem
 			if done != nil {
 				done() // after release, so that the next read finds the task free
@@ -256,31 +276,34 @@ func (d *Deliverer) round(ctx context.Context, wg *sync.WaitGroup, done func()) 
 	return started, nil
 }
 
-// claim marks task busy and reports whether it was free.
-func (d *Deliverer) claim(task int64) bool {
+// claim marks task busy and reports whether it was free and its channel
+// below perChannel deliveries under way.
+func (d *Deliverer) claim(task core.Task) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.busy[task] {
+	ch := channelKey(task.Thread)
+	if d.busy[task.ID] || d.channels[ch] >= d.perChannel {
 		return false
 	}
-	d.busy[task] = true
+	d.busy[task.ID] = true
+	d.channels[ch]++
 	return true
 }
 
-func (d *Deliverer) release(task int64) {
+func (d *Deliverer) release(task core.Task) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	delete(d.busy, task)
+	delete(d.busy, task.ID)
+	ch := channelKey(task.Thread)
+	if d.channels[ch]--; d.channels[ch] <= 0 {
+		delete(d.channels, ch)
+	}
 }
 
 // deliver sends m and records the outcome.
-func (d *Deliverer) deliver(ctx context.Context, m core.OutboxMessage) {
+func (d *Deliverer) deliver(ctx context.Context, task core.Task, m core.OutboxMessage) {
 	log := d.log.With("outbox_id", m.ID, "task_id", m.TaskID, "job_id", m.JobID, "kind", string(m.Kind))
-	task, err := d.store.Task(ctx, m.TaskID)
-	var platformID string
-	if err == nil {
-		platformID, err = d.send(ctx, task, m)
-	}
+	platformID, err := d.send(ctx, task, m)
 	if err != nil && ctx.Err() != nil {
 		// Shutting down: the message stays pending as it was and is
 		// delivered at the next start; the try is not counted.
@@ -302,9 +325,12 @@ func (d *Deliverer) deliver(ctx context.Context, m core.OutboxMessage) {
 	var rl *chat.RateLimitedError
 	switch {
 	case errors.As(err, &rl):
-		d.pace.hold(task.Thread, now.Add(rl.After))
-		log.Warn("delivery rate limited", "tries", tries, "retry_after", rl.After, "err", err)
-		if serr := d.store.OutboxRetry(sctx, m.ID, now.Add(rl.After), err.Error()); serr != nil {
+		// Later posts in the channel wait too: posting there meanwhile
+		// would only earn more 429s.
+		after := max(rl.After, minRateLimitWait)
+		d.pace.hold(task.Thread, now.Add(after))
+		log.Warn("delivery rate limited", "tries", tries, "retry_after", after, "err", err)
+		if serr := d.store.OutboxRetry(sctx, m.ID, now.Add(after), err.Error()); serr != nil {
 			log.Error("record retry", "err", serr)
 		}
 	case errors.Is(err, chat.ErrPermanent):

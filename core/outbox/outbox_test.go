@@ -367,7 +367,7 @@ func TestEveryPerChannel(t *testing.T) {
 		h.post(t, task, ch+" one")
 		h.post(t, task, ch+" two")
 	}
-	h.rounds(t, 2, 0)
+	h.rounds(t, 4, 0)
 
 	calls := h.poster.Calls(true)
 	if len(calls) != 8 {
@@ -448,5 +448,29 @@ func TestBackoff(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestPacedChannelDoesNotStarveOthers(t *testing.T) {
+	// Every is so long that the second post in C1 waits for the rest of
+	// the test; the deliveries waiting for it must not take every slot.
+	h := newHarness(t, chat.Limits{Post: 100, Every: time.Hour}, outbox.Config{Poll: 5 * time.Millisecond, Concurrency: 8, Now: time.Now}, nil)
+	for i := range 12 {
+		h.post(t, h.task(t, "C1"), fmt.Sprintf("busy %d", i))
+	}
+	h.post(t, h.task(t, "C2"), "elsewhere")
+
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- h.d.Run(ctx) }()
+	eventually(t, "the post in the other channel", func() bool {
+		return slices.ContainsFunc(h.poster.Calls(true), func(c call) bool { return c.Channel == "C2" })
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	if n := len(h.poster.Calls(true)); n != 2 {
+		t.Errorf("%d posts, want 2: one per channel while C1 waits for its turn", n)
 	}
 }
