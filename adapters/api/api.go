@@ -96,8 +96,11 @@ func New(svc Service, store Store, cfg Config) *API {
 	return &API{svc: svc, store: store, cfg: cfg, log: cfg.Logger, tokenSum: sha256.Sum256([]byte(cfg.Token))}
 }
 
-// Handler returns the API's HTTP handler, to be mounted at the server's
-// root (it serves /api/… and answers 404 elsewhere).
+// Handler returns the API's HTTP handler. It serves full paths under
+// /api/ and answers 404 elsewhere, so it is mounted on the http.addr
+// server's mux as mux.Handle("/api/", h). Every request, on any path, needs
+// the bearer token (401 otherwise); with no token configured every request
+// is answered 404.
 func (a *API) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /api/tasks", a.create)

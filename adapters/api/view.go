@@ -85,8 +85,9 @@ func (a *API) view(ctx context.Context, task core.Task) (taskView, error) {
 // answers and errors may quote absolute paths, and the server's layout is
 // not for clients.
 func scrub(task core.Task, s string) string {
-	if task.Workspace == "" || !strings.Contains(s, task.Workspace) {
+	ws := strings.TrimSuffix(task.Workspace, "/")
+	if ws == "" || !strings.Contains(s, ws) {
 		return s
 	}
-	return strings.ReplaceAll(s, strings.TrimSuffix(task.Workspace, "/"), "<workspace>")
+	return strings.ReplaceAll(s, ws, "<workspace>")
 }
