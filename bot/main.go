@@ -304,7 +304,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	if err := m.configOnly("serve", args); err != nil {
 		return err
 	}
-	return notYet("serve")
+	return m.serveAll(ctx)
 }
 
 func (m *Main) gateway(ctx context.Context, args []string) error {

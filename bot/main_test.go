@@ -57,7 +57,6 @@ func TestMainExitCodes(t *testing.T) {
 		{"worker without redis", nil, []string{"worker"}, 2, []string{"baton worker: redis.url: must be set"}, nil},
 		{"gateway without redis", nil, []string{"gateway"}, 2, []string{"baton gateway: redis.url: must be set"}, nil},
 		{"gateway with redis", redis, []string{"gateway"}, 1, []string{"baton gateway: not available yet"}, nil},
-		{"serve", nil, []string{"serve"}, 1, []string{"baton serve: not available yet"}, nil},
 		{"chat ends with its input", nil, []string{"chat", "--config", quiet, "--piece", "research", "--data-dir", t.TempDir()}, 0, nil, []string{"/quit leaves"}},
 		{"chat unknown piece", nil, []string{"chat", "--config", quiet, "--piece", "nope", "--data-dir", t.TempDir()}, 2, []string{"default_piece"}, nil},
 		{"run unknown task", data, []string{"run", "--config", quiet, "--task", "3", "say hello"}, 2, []string{"there is no task #3"}, nil},
@@ -74,7 +73,7 @@ func TestMainExitCodes(t *testing.T) {
 		{"unknown key via BATON_CONFIG", map[string]string{"BATON_CONFIG": badKey}, []string{"migrate"}, 2, []string{badKey + ":3: llm.temprature: unknown key"}, nil},
 		{"missing config file", nil, []string{"serve", "--config", "/nonexistent/baton.yaml"}, 2, []string{"/nonexistent/baton.yaml: cannot read config"}, nil},
 		{"slack without tokens", nil, []string{"serve", "--config", slackOn}, 2, []string{"invalid configuration", "slack.bot_token: is required", "slack.app_token: is required"}, nil},
-		{"slack tokens from env", map[string]string{"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xapp-1"}, []string{"serve", "--config", slackOn}, 1, []string{"not available yet"}, nil},
+		{"slack tokens from env", map[string]string{"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xapp-1"}, []string{"serve", "--config", slackOn}, 1, []string{"slack.enabled: the adapter is not available yet"}, nil},
 		{"invalid env value", map[string]string{"REDIS_URL": "localhost:6379"}, []string{"worker"}, 2, []string{"redis.url: must be a redis://"}, nil},
 	}
 	for _, tt := range tests {

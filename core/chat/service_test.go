@@ -104,7 +104,7 @@ func (w *world) task() core.Task {
 // waitJob waits for the task's latest job to reach state s.
 func (w *world) waitJob(s core.JobState) core.Job {
 	w.t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for {
 		jobs, err := w.store.Jobs(context.Background(), core.JobFilter{TaskID: w.task().ID, Limit: 1})
 		if err != nil {
@@ -293,7 +293,7 @@ func TestSteerAfterLastCallStartsFollowUp(t *testing.T) {
 		}
 	})
 	w.say("alice", "write a summary")
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for {
 		jobs, _ := w.store.Jobs(context.Background(), core.JobFilter{TaskID: w.task().ID})
 		if len(jobs) == 2 && jobs[0].State == core.JobSucceeded {

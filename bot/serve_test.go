@@ -1,0 +1,118 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/baton-bot/baton/core/llmtest"
+)
+
+// TestServeTaskAPI runs `baton serve` and talks to it over real HTTP:
+// health, readiness, a task created through the API and answered, and a
+// graceful stop.
+func TestServeTaskAPI(t *testing.T) {
+	llmSrv := llmtest.NewServer(t)
+	llmSrv.Script(llmtest.Call("transition", `{"next_step":"COMPLETE","summary":"Served."}`))
+	conf := writeConfig(t, "http:\n  addr: 127.0.0.1:0\ntools:\n  bash:\n    sandbox: none\n")
+	env := map[string]string{"BATON_DATA_DIR": t.TempDir(), "OPENAI_BASE_URL": llmSrv.URL(), "OPENAI_API_KEY": "sk-x", "BATON_API_TOKEN": "t0ken"}
+	ctx, stop := context.WithCancel(context.Background())
+	var stderr syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		m := NewMain()
+		m.Stdout, m.Stderr, m.Env = &bytes.Buffer{}, &stderr, mapEnv(env)
+		done <- m.Report(m.Run(ctx, []string{"serve", "--config", conf}))
+	}()
+	var base string
+	deadline := time.Now().Add(20 * time.Second)
+	for base == "" {
+		if m := regexp.MustCompile(`baton serve started" http=(\S+)`).FindStringSubmatch(stderr.String()); m != nil {
+			base = "http://" + m[1]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve did not start:\n%s", stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	get := func(path string) (int, string) {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("/healthz"); code != 200 || !strings.Contains(body, "ok") {
+		t.Errorf("/healthz = %d %q", code, body)
+	}
+	if code, body := get("/readyz"); code != 200 {
+		t.Errorf("/readyz = %d %q", code, body)
+	}
+	req, _ := http.NewRequest("POST", base+"/api/tasks", strings.NewReader(`{"text":"hello"}`))
+	req.Header.Set("Authorization", "Bearer t0ken")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var created struct {
+		Task struct{ ID int64 } `json:"task"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&created)
+	resp.Body.Close()
+	if resp.StatusCode != 201 || created.Task.ID == 0 {
+		t.Fatalf("create = %d, task %d", resp.StatusCode, created.Task.ID)
+	}
+	for {
+		req, _ := http.NewRequest("GET", fmt.Sprintf("%s/api/tasks/%d", base, created.Task.ID), nil)
+		req.Header.Set("Authorization", "Bearer t0ken")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(b), "Served.") && strings.Contains(string(b), `"succeeded"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the task never got its answer: %s", b)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	stop()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Errorf("serve exit %d:\n%s", code, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not stop")
+	}
+	if strings.Contains(stderr.String(), "t0ken") || strings.Contains(stderr.String(), "sk-x") {
+		t.Errorf("a secret reached the log:\n%s", stderr.String())
+	}
+}
+
+func TestServePortInUse(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	conf := writeConfig(t, "log:\n  level: warn\nhttp:\n  addr: "+ln.Addr().String()+"\ntools:\n  bash:\n    sandbox: none\n")
+	code, _, stderr := runMain(t, map[string]string{"BATON_DATA_DIR": t.TempDir()}, "serve", "--config", conf)
+	if code != 1 || !strings.Contains(stderr, "http.addr "+ln.Addr().String()) || !strings.Contains(stderr, "address already in use") {
+		t.Errorf("exit %d, stderr %q: want 1 naming http.addr and the port in use", code, stderr)
+	}
+}
