@@ -270,6 +270,15 @@ func (s *splitter) next(pos int, carry fence) (piece, int, fence) {
 		lineS = pos
 	)
 	_, fenceLine := step(st, text[lineS:lineEnd(text, lineS)])
+	like := fenceLike(text[lineS:])
+	// stateAt is the fence state at i on the current line.
+	stateAt := func(i int) fence {
+		if !like {
+			return st
+		}
+		f, _ := step(st, text[lineS:i])
+		return f
+	}
 	fits := func(c cut) bool { return c.used+s.closeCost(c.st) <= budget }
 	consider := func(c cut, class int, weak bool) {
 		if c.used <= budget {
@@ -302,7 +311,7 @@ func (s *splitter) next(pos int, carry fence) (piece, int, fence) {
 				j += n2
 			}
 			if seen {
-				stAt, _ := step(st, text[lineS:i])
+				stAt := stateAt(i)
 				c := cut{a: i, b: j, used: used, st: stAt, ok: true}
 				class := cutSpace
 				switch {
@@ -338,6 +347,7 @@ func (s *splitter) next(pos int, carry fence) (piece, int, fence) {
 					st, _ = step(st, text[lineS:k])
 					lineS = k + 1
 					_, fenceLine = step(st, text[lineS:lineEnd(text, lineS)])
+					like = fenceLike(text[lineS:])
 				}
 				k += n2
 			}
@@ -348,7 +358,7 @@ func (s *splitter) next(pos int, carry fence) (piece, int, fence) {
 			continue
 		}
 		if seen {
-			stAt, _ := step(st, text[lineS:i])
+			stAt := stateAt(i)
 			c := cut{a: i, b: i, used: used, st: stAt, ok: true}
 			switch {
 			case isCJKSentenceEnd(prev) && !isClosingPunct(r):
@@ -438,6 +448,12 @@ func (s *splitter) piece(open string, pos, end int, st fence) piece {
 		p.close = "\n" + st.marker()
 	}
 	return p
+}
+
+// fenceLike reports whether the line starting s could be a fence line.
+func fenceLike(s string) bool {
+	t := strings.TrimLeft(s, " \t")
+	return t != "" && (t[0] == '`' || t[0] == '~')
 }
 
 func fenceAhead(s string) bool {
