@@ -122,6 +122,7 @@ const maxDepth = 8
 func (in inliner) convert(s string) string {
 	var b strings.Builder
 	var noCloser [256][4]bool // closers known absent, by character and run length
+	noCode := map[int]bool{}  // code span lengths known to have no closing run
 	text := func(t string) {
 		if in.label {
 			escapeAngles(&b, t)
@@ -141,6 +142,11 @@ func (in inliner) convert(s string) string {
 			}
 		case '`':
 			n := run(s[i:], '`')
+			if noCode[n] {
+				b.WriteString(s[i : i+n])
+				i += n
+				continue
+			}
 			if end, ok := codeSpan(s, i, n); ok {
 				code := s[i+n : end-n]
 				if !in.label {
@@ -162,6 +168,7 @@ func (in inliner) convert(s string) string {
 				i = end
 				continue
 			}
+			noCode[n] = true // and for every later run of n
 			b.WriteString(s[i : i+n])
 			i += n
 			continue
@@ -243,7 +250,6 @@ func emphasis(s string, i, n int) (inner string, end int, ok bool) {
 	if c != '~' && wordBefore(s, i) {
 		return "", 0, false
 	}
-	found := false
 	for j := after; j < len(s); {
 		switch s[j] {
 		case '\\':
@@ -259,21 +265,17 @@ func emphasis(s string, i, n int) (inner string, end int, ok bool) {
 			continue
 		case c:
 			m := run(s[j:], c)
-			if m == n {
-				found = true
-				if !spaceBefore(s, j) && (c == '~' || !wordAt(s, j+m)) {
-					return s[after:j], j + m, true
-				}
+			// Whether a run closes does not depend on the opener, so
+			// when none does, no later opener need look.
+			if m == n && !spaceBefore(s, j) && (c == '~' || !wordAt(s, j+m)) {
+				return s[after:j], j + m, true
 			}
 			j += m
 			continue
 		}
 		j++
 	}
-	if !found {
-		return "", -1, false
-	}
-	return "", 0, false
+	return "", -1, false
 }
 
 // codeSpan returns the end of the code span opened by n backticks at i.
@@ -292,17 +294,22 @@ func codeSpan(s string, i, n int) (int, bool) {
 	return 0, false
 }
 
+// maxLabel is CommonMark's bound on a link label, which also keeps a text
+// of many unclosed brackets linear.
+const maxLabel = 999
+
 // parseLink parses [label](destination "title") starting at the '[' at i.
 func parseLink(s string, i int) (label, url string, end int, ok bool) {
 	depth := 0
 	k := -1
-	for j := i; j < len(s) && k < 0; j++ {
+	bounded := s[:min(len(s), i+maxLabel+2)]
+	for j := i; j < len(bounded) && k < 0; j++ {
 		switch s[j] {
 		case '\\':
 			j++
 		case '`':
-			m := run(s[j:], '`')
-			if e, ok := codeSpan(s, j, m); ok {
+			m := run(bounded[j:], '`')
+			if e, ok := codeSpan(bounded, j, m); ok {
 				j = e - 1
 			} else {
 				j += m - 1
