@@ -136,11 +136,17 @@ func run(s string, c byte) int {
 	return k
 }
 
-func lineEnd(text string, i int) int {
-	if j := strings.IndexByte(text[i:], '\n'); j >= 0 {
-		return i + j
+// lineEnd returns the end of the line that contains i. The last answer is
+// kept, since every part on a long line asks for the same end.
+func (s *splitter) lineEnd(i int) int {
+	if s.eolValid && s.eolFrom <= i && i <= s.eol {
+		return s.eol
 	}
-	return len(text)
+	s.eolFrom, s.eol, s.eolValid = i, len(s.text), true
+	if j := strings.IndexByte(s.text[i:], '\n'); j >= 0 {
+		s.eol = i + j
+	}
+	return s.eol
 }
 
 // Classes of cut points, best last.
@@ -165,6 +171,9 @@ type splitter struct {
 	text  string
 	limit int
 	bytes bool
+
+	eolFrom, eol int // text[eolFrom:eol] has no newline; eol is one or the end
+	eolValid     bool
 }
 
 func split(text string, limit int, bytes bool, max int) []piece {
@@ -251,7 +260,7 @@ func (s *splitter) next(pos int, carry fence) (piece, int, fence) {
 
 	// Indentation that would crowd out the content is dropped.
 	if ind := pos + len(text[pos:]) - len(strings.TrimLeftFunc(text[pos:], unicode.IsSpace)); ind > pos {
-		if s.size(text[pos:ind])+2*s.minRune() > budget {
+		if s.size(text[pos:ind])+s.closeCost(carry)+2*s.minRune() > budget {
 			pos = ind
 		}
 	}
@@ -269,7 +278,7 @@ func (s *splitter) next(pos int, carry fence) (piece, int, fence) {
 		st    = carry      // fence state at lineStart
 		lineS = pos
 	)
-	_, fenceLine := step(st, text[lineS:lineEnd(text, lineS)])
+	_, fenceLine := step(st, text[lineS:s.lineEnd(lineS)])
 	like := fenceLike(text[lineS:])
 	// stateAt is the fence state at i on the current line.
 	stateAt := func(i int) fence {
@@ -331,7 +340,7 @@ func (s *splitter) next(pos int, carry fence) (piece, int, fence) {
 						weak = true
 					}
 					if stAt.on() {
-						if after, isFence := step(stAt, text[c.b:lineEnd(text, c.b)]); isFence && !after.on() {
+						if after, isFence := step(stAt, text[c.b:s.lineEnd(c.b)]); isFence && !after.on() {
 							weak = true
 						}
 					}
@@ -346,7 +355,7 @@ func (s *splitter) next(pos int, carry fence) (piece, int, fence) {
 				if r2 == '\n' {
 					st, _ = step(st, text[lineS:k])
 					lineS = k + 1
-					_, fenceLine = step(st, text[lineS:lineEnd(text, lineS)])
+					_, fenceLine = step(st, text[lineS:s.lineEnd(lineS)])
 					like = fenceLike(text[lineS:])
 				}
 				k += n2

@@ -124,3 +124,14 @@ func FuzzSplitBytes(f *testing.F) {
 		checkSplit(t, text, limit, true)
 	})
 }
+
+// TestSplitSeedsEveryLimit checks the fuzz properties for every seed at
+// every small limit, where fence repair is hardest.
+func TestSplitSeedsEveryLimit(t *testing.T) {
+	for _, s := range splitSeeds {
+		for l := -2; l < 120; l++ {
+			checkSplit(t, s, l, false)
+			checkSplit(t, s, l, true)
+		}
+	}
+}
