@@ -15,6 +15,7 @@ import (
 	"github.com/baton-bot/baton/configs"
 	"github.com/baton-bot/baton/core"
 	"github.com/baton-bot/baton/core/chat"
+	"github.com/baton-bot/baton/core/chattext"
 	"github.com/baton-bot/baton/core/engine"
 	"github.com/baton-bot/baton/core/llm"
 	"github.com/baton-bot/baton/core/outbox"
@@ -58,7 +59,7 @@ type systemOptions struct {
 // deliver starts a deliverer of platform's outbox through poster, until ctx
 // ends; the conversation service wakes it whenever it writes.
 func (s *system) deliver(ctx context.Context, platform core.Platform, poster chat.Poster) *outbox.Deliverer {
-	d := outbox.New(s.store, platform, poster, outbox.Config{Logger: s.log.With("platform", string(platform))})
+	d := outbox.New(s.store, platform, poster, outbox.Config{Split: chattext.Split, Logger: s.log.With("platform", string(platform))})
 	s.mu.Lock()
 	s.deliverers = append(s.deliverers, d)
 	s.mu.Unlock()

@@ -35,6 +35,7 @@ var texts = map[string]map[string]string{
 		"waiting_children":   "⏳ Waiting for {n} subtasks:{children}",
 		"too_long":           "(Your message was cut at {n} bytes.)",
 		"file_refused":       "I could not take the file {name}: {reason}.",
+		"empty_request":      "(The message has no text: the person only mentioned Baton or only attached files. Look at the conversation and input/ to see what they need; ask if it is unclear.)",
 	},
 	"ja": {
 		"help": "リクエストと一緒にメンションしてください。このスレッドで作業します。質問への回答や追加の依頼はこのスレッドに返信してください。\n" +
@@ -66,6 +67,7 @@ var texts = map[string]map[string]string{
 		"waiting_children":   "⏳ {n} 件のサブタスクを待っています:{children}",
 		"too_long":           "（メッセージは {n} バイトで切りました。）",
 		"file_refused":       "ファイル {name} を受け取れませんでした: {reason}。",
+		"empty_request":      "（メッセージに本文がありません。Baton へのメンションだけ、またはファイルの添付だけです。やり取りと input/ を見て必要なことを判断し、不明なら質問してください。）",
 	},
 }
 

@@ -13,9 +13,9 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/baton-bot/baton/core"
+	"github.com/baton-bot/baton/core/chattext"
 	"github.com/baton-bot/baton/core/piece"
 	"github.com/baton-bot/baton/core/worker"
 )
@@ -171,6 +171,10 @@ func (s *Service) HandleMessage(ctx context.Context, m Message) (Reply, error) {
 		return Reply{}, nil
 	}
 	pieceName, instruction := s.cfg.DefaultPiece, text
+	if instruction == "" {
+		// Only a mention, or only files: say so rather than send nothing.
+		instruction = s.say("empty_request")
+	}
 	if name, args, ok := command(text); ok && name == "piece" {
 		p, rest, _ := strings.Cut(strings.TrimSpace(args), " ")
 		if !s.pieceExists(p) {
@@ -191,7 +195,7 @@ func (s *Service) HandleMessage(ctx context.Context, m Message) (Reply, error) {
 // openTask creates the task of a thread the bot was addressed in, with the
 // thread's earlier messages when the adapter can fetch them.
 func (s *Service) openTask(ctx context.Context, m Message, text string) (core.Task, error) {
-	task, created, err := s.store.EnsureTask(ctx, core.Task{Thread: m.Thread, OwnerUser: m.Author.ID, Title: title(text, 80)})
+	task, created, err := s.store.EnsureTask(ctx, core.Task{Thread: m.Thread, OwnerUser: m.Author.ID, Title: chattext.Title(text, 80)})
 	if err != nil || !created || m.History == nil {
 		return task, err
 	}
@@ -220,23 +224,12 @@ func (s *Service) openTask(ctx context.Context, m Message, text string) (core.Ta
 // clean makes inbound text safe to store: valid UTF-8, no control
 // characters but tab and newline, capped with a note.
 func (s *Service) clean(text string) string {
-	text = strings.ToValidUTF8(text, "\uFFFD")
-	text = strings.ReplaceAll(text, "\r\n", "\n")
-	text = strings.Map(func(r rune) rune {
-		if r < 0x20 && r != '\n' && r != '\t' {
-			return -1
-		}
-		return r
-	}, text)
+	text, cut := chattext.Clean(text, s.cfg.MaxTextBytes)
 	text = strings.TrimSpace(text)
-	if len(text) <= s.cfg.MaxTextBytes {
-		return text
+	if cut {
+		text += "\n\n" + s.say("too_long", "n", strconv.Itoa(s.cfg.MaxTextBytes))
 	}
-	cut := s.cfg.MaxTextBytes
-	for cut > 0 && !utf8.RuneStart(text[cut]) {
-		cut--
-	}
-	return text[:cut] + "\n\n" + s.say("too_long", "n", strconv.Itoa(s.cfg.MaxTextBytes))
+	return text
 }
 
 func (s *Service) at(m Message) time.Time {
@@ -370,19 +363,4 @@ func command(text string) (name, args string, ok bool) {
 	name, args, _ = strings.Cut(line, " ")
 	name, _, _ = strings.Cut(name, "\n")
 	return strings.ToLower(strings.TrimSpace(name)), strings.TrimSpace(args), name != ""
-}
-
-// title makes a task title from its first message.
-func title(text string, max int) string {
-	for line := range strings.Lines(text) {
-		line = strings.TrimSpace(line)
-		if line == "" {
-			continue
-		}
-		if r := []rune(line); len(r) > max {
-			return string(r[:max-1]) + "…"
-		}
-		return line
-	}
-	return "(no text)"
 }
