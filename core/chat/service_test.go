@@ -65,7 +65,7 @@ func newWorld(t *testing.T, access chat.Access) *world {
 	t.Cleanup(func() { q.Close() })
 	svc := chat.NewService(st, q, chat.Config{DefaultPiece: "chat", Pieces: lib, Access: access})
 	exec := worker.NewExecutor(st, q, eng, worker.ExecutorConfig{Notify: svc})
-	pool := worker.NewPool(q, exec, worker.PoolConfig{Concurrency: 2, AbortPoll: 200 * time.Millisecond, ClaimWait: 100 * time.Millisecond, ShutdownGrace: time.Second})
+	pool := worker.NewPool(q, exec, worker.PoolConfig{Concurrency: 2, Lease: 5 * time.Second, Heartbeat: time.Second, AbortPoll: 200 * time.Millisecond, ClaimWait: 100 * time.Millisecond, ShutdownGrace: time.Second})
 	pctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = pool.Run(pctx) }()
@@ -306,5 +306,91 @@ func TestSteerAfterLastCallStartsFollowUp(t *testing.T) {
 			t.Fatalf("no follow-up job: %+v", jobs)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// subtaskScript answers a parent that splits its work into three children
+// (the second of which fails) and then collects their results.
+func subtaskScript(req llmtest.Request) llmtest.Step {
+	user := req.Messages[1].Text()
+	switch {
+	case strings.Contains(user, "## Results of subtasks"):
+		return transition("COMPLETE", "collected: "+strings.ReplaceAll(user[strings.Index(user, "## Results of subtasks"):], "\n", " | "))
+	case strings.Contains(user, "## Request\ndo A"):
+		return transition("COMPLETE", "A done")
+	case strings.Contains(user, "## Request\ndo B"):
+		return transition("ABORT", "B is impossible")
+	case strings.Contains(user, "## Request\ndo C"):
+		return transition("COMPLETE", "C done")
+	}
+	b, _ := json.Marshal(map[string]any{"next_step": "WAIT_SUBTASKS", "summary": "splitting", "subtasks": []map[string]string{
+		{"title": "part A", "instruction": "do A"}, {"title": "part B", "instruction": "do B"}, {"title": "part C", "instruction": "do C"},
+	}})
+	return llmtest.Call("transition", string(b))
+}
+
+func TestSubtasksOneFailing(t *testing.T) {
+	w := newWorld(t, chat.Access{})
+	w.srv.Handle(subtaskScript)
+	w.say("alice", "do three things")
+	parent := w.waitJob(core.JobSucceeded)
+	for _, want := range []string{"part A — succeeded: A done", "part B — failed: B is impossible", "part C — succeeded: C done"} {
+		if !strings.Contains(parent.ResultSummary, want) {
+			t.Errorf("the parent's resumed prompt lacks %q: %s", want, parent.ResultSummary)
+		}
+	}
+	kids, _ := w.store.Jobs(context.Background(), core.JobFilter{ParentJobID: parent.ID})
+	if len(kids) != 3 {
+		t.Fatalf("%d children, want 3", len(kids))
+	}
+	out := w.outbox()
+	contains(t, out, "update ⏳ Waiting for 3 subtasks:", "part A", "post collected:")
+	for _, o := range out {
+		if strings.Contains(o, "A done") && !strings.Contains(o, "collected") {
+			t.Errorf("a child posted in the thread: %q", o)
+		}
+	}
+}
+
+func TestAbortParentAbortsChildren(t *testing.T) {
+	w := newWorld(t, chat.Access{})
+	w.srv.Handle(func(req llmtest.Request) llmtest.Step {
+		user := req.Messages[1].Text()
+		if strings.Contains(user, "## Request\ndo A") || strings.Contains(user, "## Request\ndo B") || strings.Contains(user, "## Request\ndo C") { // children take their time
+			return transition("COMPLETE", "late child").After(30 * time.Second)
+		}
+		return subtaskScript(req)
+	})
+	w.say("alice", "do three things")
+	parent := w.waitJob(core.JobWaitingSubtasks)
+	deadline := time.Now().Add(60 * time.Second)
+	for { // at least one child is running
+		kids, _ := w.store.Jobs(context.Background(), core.JobFilter{ParentJobID: parent.ID, States: []core.JobState{core.JobRunning}})
+		if len(kids) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no child ever ran")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	w.say("alice", "!abort")
+	w.waitJob(core.JobAborted)
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		kids, _ := w.store.Jobs(context.Background(), core.JobFilter{ParentJobID: parent.ID})
+		aborted := 0
+		for _, k := range kids {
+			if k.State == core.JobAborted {
+				aborted++
+			}
+		}
+		if aborted == len(kids) && len(kids) == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("children not all aborted: %+v", kids)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
