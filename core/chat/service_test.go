@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -392,5 +395,76 @@ func TestAbortParentAbortsChildren(t *testing.T) {
 			t.Fatalf("children not all aborted: %+v", kids)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestAbortDuringLongBash aborts a job while its Bash command runs: the
+// command's processes are gone within 2 s and no result is posted later.
+func TestAbortDuringLongBash(t *testing.T) {
+	w := newWorld(t, chat.Access{})
+	pidFile := filepath.Join(t.TempDir(), "pids")
+	w.srv.Script(llmtest.Call("Bash", fmt.Sprintf(`{"command":"sleep 60 & echo $! > %s; echo $$ >> %s; wait","timeout_s":120}`, pidFile, pidFile)))
+	w.srv.Handle(func(llmtest.Request) llmtest.Step { return transition("COMPLETE", "late result") })
+	w.say("alice", "run the long command")
+	var pids []int
+	deadline := time.Now().Add(60 * time.Second)
+	for len(pids) < 2 {
+		b, _ := os.ReadFile(pidFile)
+		pids = pids[:0]
+		for _, f := range strings.Fields(string(b)) {
+			if n, err := strconv.Atoi(f); err == nil {
+				pids = append(pids, n)
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the command never started")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	asked := time.Now()
+	w.say("alice", "!abort")
+	for _, pid := range pids {
+		for syscall.Kill(pid, 0) == nil {
+			if time.Since(asked) > 2*time.Second {
+				t.Fatalf("process %d still alive 2 s after the abort", pid)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	w.waitJob(core.JobAborted)
+	time.Sleep(300 * time.Millisecond)
+	for _, o := range w.outbox() {
+		if strings.Contains(o, "late result") {
+			t.Errorf("the aborted job posted a result: %q", o)
+		}
+	}
+}
+
+// TestRetryStartsAtTheFailedMovement: a job failing in its second movement
+// is retried from that movement, with the first movement's lessons.
+func TestRetryStartsAtTheFailedMovement(t *testing.T) {
+	w := newWorld(t, chat.Access{})
+	w.srv.Script(
+		transition("implement", "planned", "lessons", "use port 8080"),
+		llmtest.Status(400),
+	)
+	w.say("alice", "!piece plan-implement-verify build it")
+	failed := w.waitJob(core.JobFailed)
+	if failed.Movement != "implement" {
+		t.Fatalf("failed at %q, want implement", failed.Movement)
+	}
+	w.srv.Script(transition("verify", "built"), transition("COMPLETE", "verified"))
+	w.say("alice", "!retry")
+	done := w.waitJob(core.JobSucceeded)
+	if done.RetryOf != failed.ID {
+		t.Errorf("retry_of = %d, want %d", done.RetryOf, failed.ID)
+	}
+	reqs := w.srv.Requests()
+	first := reqs[2] // the retry's first request
+	if !strings.Contains(first.Messages[0].Text(), "**implement** (this step)") {
+		t.Errorf("the retry did not start at implement")
+	}
+	if !strings.Contains(first.Messages[1].Text(), "use port 8080") {
+		t.Errorf("the retry lost the lessons")
 	}
 }
