@@ -16,18 +16,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/baton-bot/baton/adapters/api"
-	"github.com/baton-bot/baton/configs"
 	"github.com/baton-bot/baton/core"
 	"github.com/baton-bot/baton/core/chat"
-	"github.com/baton-bot/baton/core/engine"
-	"github.com/baton-bot/baton/core/llm"
+	"github.com/baton-bot/baton/core/chat/chattest"
 	"github.com/baton-bot/baton/core/llmtest"
-	"github.com/baton-bot/baton/core/piece"
 	"github.com/baton-bot/baton/core/sqlite"
-	"github.com/baton-bot/baton/core/tokens"
-	"github.com/baton-bot/baton/core/tools"
-	"github.com/baton-bot/baton/core/worker"
-	"github.com/baton-bot/baton/queue"
 )
 
 const token = "s3cret-token"
@@ -54,41 +47,8 @@ type setup struct {
 
 func newWorld(t testing.TB, s setup) *world {
 	t.Helper()
-	ctx := context.Background()
-	wsRoot := t.TempDir()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "baton.db"), sqlite.Options{WorkspaceRoot: wsRoot})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	bash, err := tools.NewBash(tools.BashConfig{Sandbox: "none"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	box := tools.Builtin(bash)
-	lib, err := piece.Load(configs.FS, "", func(n string) bool { _, ok := box.Lookup(n); return ok })
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := llmtest.NewServer(t)
-	client, err := llm.New(llm.Config{BaseURL: srv.URL(), Model: "m"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := engine.New(client, st, lib, box, tokens.Default(), engine.Config{Model: "m", ContextWindow: 100000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := queue.NewMemory(queue.Options{Lease: 5 * time.Second})
-	t.Cleanup(func() { q.Close() })
-	svc := chat.NewService(st, q, chat.Config{DefaultPiece: "chat", Pieces: lib, Access: s.access})
-	exec := worker.NewExecutor(st, q, eng, worker.ExecutorConfig{Notify: svc})
-	pool := worker.NewPool(q, exec, worker.PoolConfig{Concurrency: 2, AbortPoll: 100 * time.Millisecond, ClaimWait: 100 * time.Millisecond, ShutdownGrace: time.Second})
-	pctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = pool.Run(pctx) }()
-	t.Cleanup(func() { stop(); <-done })
-
+	sys := chattest.Start(t, chattest.Options{Access: s.access})
+	svc, st, srv, wsRoot := sys.Service, sys.Store, sys.LLM, sys.WorkspaceRoot
 	a := api.New(svc, st, api.Config{Token: s.token, MaxBody: s.maxBody})
 	hs := httptest.NewServer(a.Handler())
 	t.Cleanup(hs.Close)

@@ -13,18 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/baton-bot/baton/configs"
 	"github.com/baton-bot/baton/core"
 	"github.com/baton-bot/baton/core/chat"
-	"github.com/baton-bot/baton/core/engine"
-	"github.com/baton-bot/baton/core/llm"
+	"github.com/baton-bot/baton/core/chat/chattest"
 	"github.com/baton-bot/baton/core/llmtest"
-	"github.com/baton-bot/baton/core/piece"
 	"github.com/baton-bot/baton/core/sqlite"
-	"github.com/baton-bot/baton/core/tokens"
-	"github.com/baton-bot/baton/core/tools"
-	"github.com/baton-bot/baton/core/worker"
-	"github.com/baton-bot/baton/queue"
 )
 
 // world is the whole system in-process: the conversation service, the
@@ -40,40 +33,8 @@ type world struct {
 
 func newWorld(t *testing.T, access chat.Access) *world {
 	t.Helper()
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "baton.db"), sqlite.Options{WorkspaceRoot: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	bash, err := tools.NewBash(tools.BashConfig{Sandbox: "none"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	box := tools.Builtin(bash)
-	lib, err := piece.Load(configs.FS, "", func(n string) bool { _, ok := box.Lookup(n); return ok })
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := llmtest.NewServer(t)
-	client, err := llm.New(llm.Config{BaseURL: srv.URL(), Model: "m"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := engine.New(client, st, lib, box, tokens.Default(), engine.Config{Model: "m", ContextWindow: 100000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := queue.NewMemory(queue.Options{Lease: 5 * time.Second})
-	t.Cleanup(func() { q.Close() })
-	svc := chat.NewService(st, q, chat.Config{DefaultPiece: "chat", Pieces: lib, Access: access})
-	exec := worker.NewExecutor(st, q, eng, worker.ExecutorConfig{Notify: svc})
-	pool := worker.NewPool(q, exec, worker.PoolConfig{Concurrency: 2, Lease: 5 * time.Second, Heartbeat: time.Second, AbortPoll: 200 * time.Millisecond, ClaimWait: 100 * time.Millisecond, ShutdownGrace: time.Second})
-	pctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = pool.Run(pctx) }()
-	t.Cleanup(func() { stop(); <-done })
-	return &world{t: t, srv: srv, store: st, svc: svc}
+	sys := chattest.Start(t, chattest.Options{Access: access})
+	return &world{t: t, srv: sys.LLM, store: sys.Store, svc: sys.Service}
 }
 
 var thread = core.ThreadRef{Platform: core.PlatformSlack, Team: "T1", Channel: "C1", Thread: "1700.1"}

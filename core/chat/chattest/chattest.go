@@ -1,0 +1,82 @@
+// Package chattest starts Baton's whole stack in-process for tests of the
+// conversation service and of the adapters: a real SQLite store, the
+// in-process queue, a worker pool running the engine with the built-in
+// pieces and real tools (Bash unsandboxed), and the scripted LLM server.
+package chattest
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/baton-bot/baton/configs"
+	"github.com/baton-bot/baton/core"
+	"github.com/baton-bot/baton/core/chat"
+	"github.com/baton-bot/baton/core/engine"
+	"github.com/baton-bot/baton/core/llm"
+	"github.com/baton-bot/baton/core/llmtest"
+	"github.com/baton-bot/baton/core/piece"
+	"github.com/baton-bot/baton/core/sqlite"
+	"github.com/baton-bot/baton/core/tokens"
+	"github.com/baton-bot/baton/core/tools"
+	"github.com/baton-bot/baton/core/worker"
+	"github.com/baton-bot/baton/queue"
+)
+
+// System is the running stack. Everything stops at the end of the test.
+type System struct {
+	LLM           *llmtest.Server
+	Store         *sqlite.Store
+	Queue         core.Queue
+	Service       *chat.Service
+	WorkspaceRoot string
+}
+
+// Options configure Start.
+type Options struct {
+	Access chat.Access
+}
+
+// Start builds and runs the stack for t.
+func Start(t testing.TB, opts Options) *System {
+	t.Helper()
+	ctx := context.Background()
+	wsRoot := t.TempDir()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "baton.db"), sqlite.Options{WorkspaceRoot: wsRoot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	bash, err := tools.NewBash(tools.BashConfig{Sandbox: "none"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	box := tools.Builtin(bash)
+	lib, err := piece.Load(configs.FS, "", func(n string) bool { _, ok := box.Lookup(n); return ok })
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := llmtest.NewServer(t)
+	client, err := llm.New(llm.Config{BaseURL: srv.URL(), Model: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := queue.NewMemory(queue.Options{Lease: 5 * time.Second})
+	t.Cleanup(func() { q.Close() })
+	svc := chat.NewService(st, q, chat.Config{DefaultPiece: "chat", Pieces: lib, Access: opts.Access})
+	eng, err := engine.New(client, st, lib, box, tokens.Default(), engine.Config{Model: "m", ContextWindow: 100000, Observer: svc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec := worker.NewExecutor(st, q, eng, worker.ExecutorConfig{Notify: svc})
+	pool := worker.NewPool(q, exec, worker.PoolConfig{
+		Concurrency: 2, Lease: 5 * time.Second, Heartbeat: time.Second, AbortPoll: 100 * time.Millisecond,
+		ClaimWait: 100 * time.Millisecond, ShutdownGrace: time.Second,
+	})
+	pctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = pool.Run(pctx) }()
+	t.Cleanup(func() { stop(); <-done })
+	return &System{LLM: srv, Store: st, Queue: q, Service: svc, WorkspaceRoot: wsRoot}
+}
