@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/baton-bot/baton/core"
 	"github.com/baton-bot/baton/core/chat"
@@ -427,5 +428,91 @@ func TestRetryStartsAtTheFailedMovement(t *testing.T) {
 	}
 	if !strings.Contains(first.Messages[1].Text(), "use port 8080") {
 		t.Errorf("the retry lost the lessons")
+	}
+}
+
+func TestMessageWhileRunningReachesNextRequest(t *testing.T) {
+	w := newWorld(t, chat.Access{})
+	n := 0
+	w.srv.Handle(func(llmtest.Request) llmtest.Step {
+		n++
+		if n == 1 {
+			w.say("bob", "use the 2024 figures")
+			return llmtest.Call("Read", `{"path":"input/none"}`)
+		}
+		return transition("COMPLETE", "done")
+	})
+	w.say("alice", "make the report")
+	w.waitJob(core.JobSucceeded)
+	second := w.srv.Requests()[1]
+	last := second.Messages[len(second.Messages)-1]
+	if last.Role != "user" || last.Text() != "New message in the thread from bob: use the 2024 figures" {
+		t.Errorf("the next request ends with %s %q", last.Role, last.Text())
+	}
+	jobs, _ := w.store.Jobs(context.Background(), core.JobFilter{TaskID: w.task().ID})
+	if len(jobs) != 1 {
+		t.Errorf("%d jobs: a steer the job consumed must not start another", len(jobs))
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	w := newWorld(t, chat.Access{})
+	w.srv.Handle(func(req llmtest.Request) llmtest.Step { return transition("COMPLETE", "ok") })
+	// Only a mention (the adapter strips it): a sane request.
+	w.say("alice", "   ")
+	w.waitJob(core.JobSucceeded)
+	first := w.srv.Requests()[0].Messages[1].Text()
+	if !strings.Contains(first, "The message has no text") {
+		t.Errorf("an empty message gave the agent:\n%s", first)
+	}
+	// A reply to a finished job starts a new one; a 1 MB message with
+	// invalid UTF-8 is stored capped, with a note.
+	w.say("alice", "bad \xff bytes "+strings.Repeat("x", 1<<20))
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		jobs, _ := w.store.Jobs(context.Background(), core.JobFilter{TaskID: w.task().ID})
+		if len(jobs) == 2 && jobs[0].State == core.JobSucceeded {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no second job: %+v", jobs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cs, _ := w.store.RecentComments(context.Background(), w.task().ID, 10)
+	var big core.Comment
+	for _, c := range cs {
+		if strings.HasPrefix(c.Text, "bad") {
+			big = c
+		}
+	}
+	if len(big.Text) > 100_200 || !strings.Contains(big.Text, "Your message was cut at 100000 bytes") || !utf8.ValidString(big.Text) {
+		t.Errorf("stored %d bytes, valid UTF-8 %v, note %v", len(big.Text), utf8.ValidString(big.Text), strings.Contains(big.Text, "cut"))
+	}
+}
+
+func TestReactionAborts(t *testing.T) {
+	w := newWorld(t, chat.Access{})
+	w.srv.Script(transition("ASK", "q", "question", "Which?"))
+	w.sayIn(thread, "alice", "start", thread.Thread)
+	w.waitJob(core.JobWaitingHuman)
+	// The bot's own reaction, and one on another message, change nothing.
+	for _, r := range []chat.Reaction{
+		{Thread: thread, MsgID: thread.Thread, Emoji: "x", Author: chat.Author{ID: "slack:UBOT", Bot: true}},
+		{Thread: thread, MsgID: "1700.999", Emoji: "x", Author: chat.Author{ID: "slack:alice"}},
+		{Thread: thread, MsgID: thread.Thread, Emoji: "eyes", Author: chat.Author{ID: "slack:alice"}},
+	} {
+		if _, err := w.svc.HandleReaction(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if j := w.waitJob(core.JobWaitingHuman); j.State != core.JobWaitingHuman {
+		t.Fatal("a reaction that is no abort changed the job")
+	}
+	if _, err := w.svc.HandleReaction(context.Background(), chat.Reaction{Thread: thread, MsgID: thread.Thread, Emoji: "x", Author: chat.Author{ID: "slack:alice", Name: "alice"}}); err != nil {
+		t.Fatal(err)
+	}
+	if j := w.waitJob(core.JobAborted); j.AbortedBy != "slack:alice" {
+		t.Errorf("aborted by %q", j.AbortedBy)
 	}
 }
