@@ -29,6 +29,11 @@ type TaskStore interface {
 	Task(ctx context.Context, id int64) (Task, error)
 	// TaskByThread returns the task keyed on ref, or ErrNotFound.
 	TaskByThread(ctx context.Context, ref ThreadRef) (Task, error)
+	// RetireThread frees the thread key of task id, so that the thread's
+	// next message starts a new task (a direct-message channel is one
+	// thread for ever; `!new` starts afresh in it). The task keeps its
+	// comments and jobs.
+	RetireThread(ctx context.Context, id int64) error
 	// AddComment stores c. When c.PlatformMsgID is set and the task already
 	// has a comment with it, it returns that comment and an error wrapping
 	// ErrDuplicate.

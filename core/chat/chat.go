@@ -58,6 +58,9 @@ type Message struct {
 	// or it is a direct message. A thread that is not a task yet becomes
 	// one only then.
 	Addressed bool
+	// Direct reports a direct-message channel, which is one thread for
+	// ever: `!new` starts a new task in it.
+	Direct bool
 	// History, when set, returns the earlier messages of a thread the bot
 	// was mentioned in for the first time; it is called once, when the task
 	// is created.
@@ -73,8 +76,10 @@ type Command struct {
 	// InThread reports that the command was given in a task's thread, so
 	// the task is implicit.
 	InThread bool
-	Channel  string
-	Author   Author
+	// Direct reports a direct-message channel (see Message.Direct).
+	Direct  bool
+	Channel string
+	Author  Author
 }
 
 // Reaction is an emoji added by a person to a message.

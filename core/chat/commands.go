@@ -15,7 +15,7 @@ import (
 // (status, help) are posted there; refusals come back as the Reply.
 func (s *Service) runCommand(ctx context.Context, task core.Task, m Message, text string) (Reply, error) {
 	name, args, _ := command(text)
-	r, err := s.command(ctx, Command{Name: name, Args: args, Thread: m.Thread, InThread: task.ID != 0, Channel: m.Channel, Author: m.Author}, task)
+	r, err := s.command(ctx, Command{Name: name, Args: args, Thread: m.Thread, InThread: task.ID != 0, Direct: m.Direct, Channel: m.Channel, Author: m.Author}, task)
 	if err != nil || !r.Public || task.ID == 0 {
 		return r, err
 	}
@@ -71,7 +71,15 @@ func (s *Service) command(ctx context.Context, c Command, task core.Task) (Reply
 	case "list":
 		return s.list(ctx, c.Author)
 	case "new":
-		return Reply{Text: s.say("new_only_dm")}, nil
+		if !c.Direct {
+			return Reply{Text: s.say("new_only_dm")}, nil
+		}
+		if task.ID != 0 {
+			if err := s.store.RetireThread(ctx, task.ID); err != nil {
+				return Reply{}, err
+			}
+		}
+		return Reply{Text: s.say("new_task")}, nil
 	default:
 		return Reply{Text: s.say("unknown_command", "name", c.Name) + "\n\n" + s.help()}, nil
 	}

@@ -516,3 +516,32 @@ func TestReactionAborts(t *testing.T) {
 		t.Errorf("aborted by %q", j.AbortedBy)
 	}
 }
+
+func TestNewInDirectMessages(t *testing.T) {
+	w := newWorld(t, chat.Access{})
+	dm := core.ThreadRef{Platform: core.PlatformDiscord, Channel: "D1", Thread: "D1"}
+	send := func(text string, n int) chat.Reply {
+		r, err := w.svc.HandleMessage(context.Background(), chat.Message{Thread: dm, MsgID: fmt.Sprint(n), Author: chat.Author{ID: "discord:7", Name: "ann"}, Text: text, Addressed: true, Direct: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	w.srv.Handle(func(llmtest.Request) llmtest.Step { return transition("COMPLETE", "ok") })
+	send("first request", 1)
+	first, err := w.store.TaskByThread(context.Background(), dm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := send("!new", 2); !strings.Contains(r.Text, "Started afresh") {
+		t.Errorf("!new = %q", r.Text)
+	}
+	send("second request", 3)
+	second, err := w.store.TaskByThread(context.Background(), dm)
+	if err != nil || second.ID == first.ID {
+		t.Errorf("after !new the DM is task %d (%v), want a new task after %d", second.ID, err, first.ID)
+	}
+	if r := w.say("alice", "!new"); !strings.Contains(r.Text, "direct messages") {
+		t.Errorf("!new outside a DM = %q", r.Text)
+	}
+}

@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -99,6 +100,25 @@ func (s *Store) TaskByThread(ctx context.Context, ref core.ThreadRef) (core.Task
 		return core.Task{}, fmt.Errorf("task by thread %s/%s/%s/%s: %w", ref.Platform, ref.Team, ref.Channel, ref.Thread, err)
 	}
 	return t, nil
+}
+
+// RetireThread implements core.TaskStore.
+func (s *Store) RetireThread(ctx context.Context, id int64) error {
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE tasks SET thread = thread || '#retired-' || CAST(id AS TEXT), updated_at = ?
+			WHERE id = ?`, ms(now()), id)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return cmp.Or(err, core.ErrNotFound)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("retire the thread of task %d: %w", id, err)
+	}
+	return nil
 }
 
 const commentCols = `id, task_id, COALESCE(platform_msg_id, ''), author_id, author_name, role, text, files, created_at`

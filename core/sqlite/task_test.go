@@ -217,3 +217,22 @@ func TestRecentComments(t *testing.T) {
 		})
 	}
 }
+
+func TestRetireThread(t *testing.T) {
+	ctx := t.Context()
+	s := newStore(t)
+	old := newTask(t, s)
+	if err := s.RetireThread(ctx, old.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.TaskByThread(ctx, old.Thread); !errors.Is(err, core.ErrNotFound) {
+		t.Fatalf("the retired thread still finds a task: %v", err)
+	}
+	fresh, created, err := s.EnsureTask(ctx, core.Task{Thread: old.Thread})
+	if err != nil || !created || fresh.ID == old.ID {
+		t.Errorf("EnsureTask after retiring = %d created %v, %v; want a new task", fresh.ID, created, err)
+	}
+	if err := s.RetireThread(ctx, 999); !errors.Is(err, core.ErrNotFound) {
+		t.Errorf("retiring an unknown task: %v, want ErrNotFound", err)
+	}
+}
