@@ -249,6 +249,29 @@ func (m *Memory) claimOnce(n int) ([]core.Lease, <-chan struct{}, time.Duration,
 	return nil, m.wake, next, nil
 }
 
+// Position returns job jobID's place among the ready jobs (1: claimed
+// next), or 0 when it is not waiting to be claimed.
+func (m *Memory) Position(ctx context.Context, jobID int64) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return 0, core.ErrClosed
+	}
+	n := 0
+	for e := m.pending.Front(); e != nil; e = e.Next() {
+		me := e.Value.(memEntry)
+		j := m.jobs[me.id]
+		if j == nil || j.pos != posPending || j.gen != me.gen {
+			continue // stale
+		}
+		n++
+		if me.id == jobID {
+			return n, nil
+		}
+	}
+	return 0, nil
+}
+
 // Heartbeat implements core.Queue.
 func (m *Memory) Heartbeat(ctx context.Context, leases []core.Lease) ([]core.LeaseStatus, error) {
 	m.mu.Lock()

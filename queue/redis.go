@@ -511,6 +511,20 @@ func (r *Redis) Reconcile(ctx context.Context, items []core.ReconcileItem) (int,
 	return total, nil
 }
 
+// Position returns job jobID's place among the ready jobs (1: claimed
+// next), or 0 when it is not waiting to be claimed. It scans the pending
+// list: meant for a person's !status, not for hot paths.
+func (r *Redis) Position(ctx context.Context, jobID int64) (int, error) {
+	if err := r.check(); err != nil {
+		return 0, err
+	}
+	n, err := positionScript.Run(ctx, r.client, []string{r.pending}, jobID).Int()
+	if err != nil {
+		return 0, fmt.Errorf("position of job %d: %w", jobID, translate(err))
+	}
+	return n, nil
+}
+
 // Stats implements core.Queue, in one round trip.
 func (r *Redis) Stats(ctx context.Context) (core.QueueStats, error) {
 	if err := r.check(); err != nil {

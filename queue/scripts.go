@@ -415,3 +415,15 @@ if n > 0 then
 end
 return n
 `)
+
+var positionScript = redis.NewScript(`
+-- position: a job's place among the ready jobs (1: claimed next).
+-- KEYS[1] pending
+-- ARGV[1] job id
+-- Returns the place, or 0 when the job is not on the pending list.
+local i = redis.call('LPOS', KEYS[1], ARGV[1])
+if not i then
+  return 0
+end
+return redis.call('LLEN', KEYS[1]) - i
+`)

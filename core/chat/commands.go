@@ -237,6 +237,15 @@ func (s *Service) statusLine(ctx context.Context, task core.Task, j core.Job) (s
 			max = strconv.Itoa(p.MaxMovements)
 		}
 	}
+	if j.State == core.JobQueued {
+		if p, ok := s.dispatch.Queue.(interface {
+			Position(ctx context.Context, jobID int64) (int, error)
+		}); ok {
+			if n, err := p.Position(ctx, j.ID); err == nil && n > 0 {
+				level += " " + s.say("queue_position", "n", strconv.Itoa(n))
+			}
+		}
+	}
 	return s.say("status", "state_icon", stateIcon(j.State), "task", "#"+strconv.FormatInt(task.ID, 10),
 		"job", strconv.FormatInt(j.ID, 10), "state", string(j.State), "piece", j.Piece, "movement", orDash(j.Movement),
 		"count", strconv.Itoa(j.MovementCount), "max", max, "iteration", strconv.Itoa(j.Iteration),

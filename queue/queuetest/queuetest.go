@@ -42,6 +42,7 @@ func Run(t *testing.T, newQueue func(t *testing.T, opts queue.Options) core.Queu
 		{name: "park then resume once", test: testParkResume},
 		{name: "resume before park", test: testResumeBeforePark},
 		{name: "claim and ack in batches", test: testBatch},
+		{name: "position in the queue", test: testPosition},
 		{name: "abort pending job", test: testAbortPending},
 		{name: "abort job in retry", test: testAbortRetry},
 		{name: "abort parked job", test: testAbortParked},
@@ -387,6 +388,31 @@ func testBatch(t *testing.T, q core.Queue) {
 	wantStats(t, q, core.QueueStats{})
 	if _, err := b.ClaimBatch(ctx, 4, 50*time.Millisecond); !errors.Is(err, core.ErrNoJob) {
 		t.Errorf("ClaimBatch on an empty queue: err %v, want ErrNoJob", err)
+	}
+}
+
+func testPosition(t *testing.T, q core.Queue) {
+	p, ok := q.(interface {
+		Position(ctx context.Context, jobID int64) (int, error)
+	})
+	if !ok {
+		t.Skip("the queue does not tell positions")
+	}
+	ctx := t.Context()
+	enqueue(t, q, 1, 2, 3)
+	for id, want := range map[int64]int{1: 1, 2: 2, 3: 3, 4: 0} {
+		got, err := p.Position(ctx, id)
+		must(t, "Position", err)
+		if got != want {
+			t.Errorf("Position(%d) = %d, want %d", id, got, want)
+		}
+	}
+	claimID(t, q, 1)
+	if got, _ := p.Position(ctx, 3); got != 2 {
+		t.Errorf("after a claim Position(3) = %d, want 2", got)
+	}
+	if got, _ := p.Position(ctx, 1); got != 0 {
+		t.Errorf("a claimed job's position = %d, want 0", got)
 	}
 }
 
