@@ -373,39 +373,33 @@ func TestFaultPausedWorker(t *testing.T) {
 	c.check(ids)
 }
 
-func TestFaultRedisFlushed(t *testing.T) {
+// TestFaultRedisLost flushes, then restarts, Redis mid-run: the reconciler
+// rebuilds the queue from the store and every job still runs once.
+func TestFaultRedisLost(t *testing.T) {
 	if testing.Short() {
 		t.Skip("fault test: skipped with -short")
 	}
-	c := newCluster(t)
-	ids := c.addJobs(200, func(i int) time.Duration { return time.Duration(20+i%60) * time.Millisecond })
-	c.spawn(4)
-	c.spawn(4)
-	time.Sleep(600 * time.Millisecond)
-	c.notAllTerminal(ids)
-	c.redis.Flush(t)
-	c.waitTerminal(ids, 90*time.Second)
-	c.check(ids)
-	if !c.logsContain("reconciler dispatched lost jobs again") {
-		t.Error("the reconciler restored nothing: the fault hit no queued or running job")
-	}
-}
-
-func TestFaultRedisRestarted(t *testing.T) {
-	if testing.Short() {
-		t.Skip("fault test: skipped with -short")
-	}
-	c := newCluster(t)
-	ids := c.addJobs(200, func(i int) time.Duration { return time.Duration(20+i%60) * time.Millisecond })
-	c.spawn(4)
-	c.spawn(4)
-	time.Sleep(600 * time.Millisecond)
-	c.notAllTerminal(ids)
-	c.redis.Restart(t)
-	c.waitTerminal(ids, 90*time.Second)
-	c.check(ids)
-	if !c.logsContain("reconciler dispatched lost jobs again") {
-		t.Error("the reconciler restored nothing: the fault hit no queued or running job")
+	for _, fault := range []struct {
+		name   string
+		inject func(c *cluster)
+	}{
+		{"flushed", func(c *cluster) { c.redis.Flush(c.t) }},
+		{"restarted", func(c *cluster) { c.redis.Restart(c.t) }},
+	} {
+		t.Run(fault.name, func(t *testing.T) {
+			c := newCluster(t)
+			ids := c.addJobs(200, func(i int) time.Duration { return time.Duration(20+i%60) * time.Millisecond })
+			c.spawn(4)
+			c.spawn(4)
+			time.Sleep(600 * time.Millisecond)
+			c.notAllTerminal(ids)
+			fault.inject(c)
+			c.waitTerminal(ids, 90*time.Second)
+			c.check(ids)
+			if !c.logsContain("reconciler dispatched lost jobs again") {
+				t.Error("the reconciler restored nothing: the fault hit no queued or running job")
+			}
+		})
 	}
 }
 
