@@ -792,3 +792,29 @@ func TestSteeringReachesTheNextRequest(t *testing.T) {
 		t.Errorf("SeenCommentID = %d, want the newest comment %d", fin.SeenCommentID, recent[0].ID)
 	}
 }
+
+func TestPreviousAnswerGivenToNextJob(t *testing.T) {
+	f := newFixture(t, nil)
+	answer := strings.Repeat("long answer ", 250) // 3,000 characters, 2,999 once trimmed
+	f.srv.Script(transition("COMPLETE", answer))
+	j1 := f.start("chat", "first question")
+	f.finish(j1, f.run(j1))
+	f.srv.Script(transition("COMPLETE", "second answer"))
+	j2 := f.start("chat", "a follow-up")
+	f.run(j2)
+	user := f.srv.Requests()[1].Messages[1].Text()
+	i := strings.Index(user, "## Previous answer in this thread\n")
+	if i < 0 {
+		t.Fatalf("no previous answer in the follow-up's prompt:\n%s", user)
+	}
+	section := user[i:]
+	section = section[:strings.Index(section, "\n\n## Workspace")]
+	body := strings.TrimPrefix(section, "## Previous answer in this thread\n")
+	if !strings.HasPrefix(body, strings.Repeat("long answer ", 166)) || !strings.Contains(body, "[cut: 999 more characters]") {
+		t.Errorf("the previous answer is not its first 2,000 characters, marked:\n%s", body)
+	}
+	// The first job saw no previous answer.
+	if strings.Contains(f.srv.Requests()[0].Messages[1].Text(), "## Previous answer") {
+		t.Errorf("the first job got a previous answer")
+	}
+}

@@ -32,12 +32,18 @@ type dirLine struct {
 }
 
 type instructionData struct {
-	Now          string
-	Comments     []commentLine
-	CommentLimit int
-	Dirs         []dirLine
-	Instruction  string
+	Now            string
+	Comments       []commentLine
+	CommentLimit   int
+	PreviousAnswer string
+	Dirs           []dirLine
+	Instruction    string
 }
+
+// previousAnswerRunes caps the previous job's answer given to the next job
+// of the task (beyond the note: the last comments alone would hold only
+// its first 500 characters).
+const previousAnswerRunes = 2000
 
 // enriched builds the job's first user prompt material: the date and time,
 // the last five comments of the task (people's messages and the bot's
@@ -82,6 +88,14 @@ func (e *Engine) enriched(ctx context.Context, task core.Task, j core.Job, ws *w
 			Who:  who,
 			Text: e.cut(c.Text, commentRunes),
 		})
+	}
+
+	prev, err := e.store.Jobs(ctx, core.JobFilter{TaskID: task.ID, States: []core.JobState{core.JobSucceeded}, Limit: 1})
+	if err != nil {
+		return "", fmt.Errorf("previous jobs of task %d: %w", task.ID, err)
+	}
+	if len(prev) > 0 && prev[0].ID != j.ID && strings.TrimSpace(prev[0].ResultSummary) != "" {
+		data.PreviousAnswer = e.cut(prev[0].ResultSummary, previousAnswerRunes)
 	}
 
 	for _, dir := range []string{"input", "output"} {
