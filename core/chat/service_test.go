@@ -545,3 +545,43 @@ func TestNewInDirectMessages(t *testing.T) {
 		t.Errorf("!new outside a DM = %q", r.Text)
 	}
 }
+
+func TestSlashCommands(t *testing.T) {
+	w := newWorld(t, chat.Access{Admins: []string{"slack:root"}})
+	w.srv.Script(transition("ASK", "q", "question", "Which?"))
+	w.say("alice", "start the report")
+	w.waitJob(core.JobWaitingHuman)
+	slash := func(who, name, args string) string {
+		t.Helper()
+		r, err := w.svc.HandleCommand(context.Background(), chat.Command{Name: name, Args: args, Channel: "slack:C9", Author: chat.Author{ID: "slack:" + who, Name: who}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Public {
+			t.Errorf("/baton %s answered in public", name)
+		}
+		return r.Text
+	}
+	if got := slash("alice", "list", ""); !strings.Contains(got, "#1 start the report — job #1 waiting_human") {
+		t.Errorf("alice's list = %q", got)
+	}
+	if got := slash("bob", "list", ""); !strings.Contains(got, "No active tasks") {
+		t.Errorf("bob's list = %q", got)
+	}
+	if got := slash("root", "list", ""); !strings.Contains(got, "#1") {
+		t.Errorf("the admin's list = %q", got)
+	}
+	if got := slash("bob", "status", "#1"); !strings.Contains(got, "job #1 waiting_human") {
+		t.Errorf("status #1 = %q", got)
+	}
+	if got := slash("bob", "status", "#99"); !strings.Contains(got, "There is no task #99") {
+		t.Errorf("status #99 = %q", got)
+	}
+	if got := slash("bob", "help", ""); !strings.Contains(got, "!abort") {
+		t.Errorf("help = %q", got)
+	}
+	if got := slash("alice", "abort", "#1"); !strings.Contains(got, "Stopping job #1") {
+		t.Errorf("abort #1 = %q", got)
+	}
+	w.waitJob(core.JobAborted)
+}
