@@ -29,29 +29,28 @@ func (m *Main) serveAll(ctx context.Context) error {
 	}
 	defer sys.Close()
 
-	ln, err := net.Listen("tcp", m.Config.HTTP.Addr)
+	ln, err := listen("http.addr", m.Config.HTTP.Addr)
 	if err != nil {
-		return &exitError{code: exitInternal, err: fmt.Errorf("baton serve: http.addr %s: %w", m.Config.HTTP.Addr, err)}
+		return err
 	}
+	// Health and metrics move to admin.addr when it is set, so that a
+	// public endpoint (Slack's events, the task API) does not expose them.
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		fmt.Fprintln(w, "ok")
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		rctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		if err := sys.store.Ping(rctx); err != nil {
-			http.Error(w, "store: unreachable", http.StatusServiceUnavailable)
-			return
+	ops := mux
+	var adminSrv *http.Server
+	if m.Config.Admin.Addr != "" {
+		aln, err := listen("admin.addr", m.Config.Admin.Addr)
+		if err != nil {
+			ln.Close()
+			return err
 		}
-		if err := sys.queue.Ping(rctx); err != nil {
-			http.Error(w, "queue: unreachable", http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ready")
-	})
+		ops = http.NewServeMux()
+		adminSrv = &http.Server{Handler: ops, ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = adminSrv.Serve(aln) }()
+		m.Logger.Info("admin endpoints on", "addr", aln.Addr().String())
+	}
+	sys.metrics.watch(gauges{store: sys.store, queue: sys.queue})
+	sys.opsRoutes(ops)
 	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWork()
 	if token := m.Config.API.Token.Reveal(); token != "" {
@@ -89,6 +88,9 @@ func (m *Main) serveAll(ctx context.Context) error {
 	shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = srv.Shutdown(shutCtx)
+	if adminSrv != nil {
+		defer adminSrv.Shutdown(shutCtx)
+	}
 	stopRun()
 	<-poolDone
 	stopWork()
@@ -102,4 +104,37 @@ func queueKind(cfg Config) string {
 		return "in-process"
 	}
 	return "redis"
+}
+
+// listen opens the listener of config key (http.addr, admin.addr); a port
+// in use is named.
+func listen(key, addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, &exitError{code: exitInternal, err: fmt.Errorf("baton: %s %s: %w", key, addr, err)}
+	}
+	return ln, nil
+}
+
+// opsRoutes serves /healthz, /readyz and /metrics on mux.
+func (s *system) opsRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		rctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if err := s.store.Ping(rctx); err != nil {
+			http.Error(w, "store: unreachable", http.StatusServiceUnavailable)
+			return
+		}
+		if err := s.queue.Ping(rctx); err != nil {
+			http.Error(w, "queue: unreachable", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	mux.Handle("GET /metrics", s.metrics.handler())
 }

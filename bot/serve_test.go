@@ -90,6 +90,9 @@ func TestServeTaskAPI(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	if code, body := get("/metrics"); code != 200 || !strings.Contains(body, `baton_jobs{state="succeeded"} 1`) || !strings.Contains(body, "baton_llm_request_seconds_count") || !strings.Contains(body, `baton_queue_up 1`) {
+		t.Errorf("/metrics = %d:\n%s", code, body)
+	}
 	stop()
 	select {
 	case code := <-done:
@@ -114,5 +117,54 @@ func TestServePortInUse(t *testing.T) {
 	code, _, stderr := runMain(t, map[string]string{"BATON_DATA_DIR": t.TempDir()}, "serve", "--config", conf)
 	if code != 1 || !strings.Contains(stderr, "http.addr "+ln.Addr().String()) || !strings.Contains(stderr, "address already in use") {
 		t.Errorf("exit %d, stderr %q: want 1 naming http.addr and the port in use", code, stderr)
+	}
+}
+
+// TestServeAdminAddr: with admin.addr set, health and metrics live there
+// and not on http.addr.
+func TestServeAdminAddr(t *testing.T) {
+	conf := writeConfig(t, "http:\n  addr: 127.0.0.1:0\nadmin:\n  addr: 127.0.0.1:0\ntools:\n  bash:\n    sandbox: none\n")
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	var stderr syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		m := NewMain()
+		m.Stdout, m.Stderr, m.Env = &bytes.Buffer{}, &stderr, mapEnv(map[string]string{"BATON_DATA_DIR": t.TempDir()})
+		done <- m.Report(m.Run(ctx, []string{"serve", "--config", conf}))
+	}()
+	var pub, admin string
+	deadline := time.Now().Add(20 * time.Second)
+	for pub == "" || admin == "" {
+		if m := regexp.MustCompile(`admin endpoints on" addr=(\S+)`).FindStringSubmatch(stderr.String()); m != nil {
+			admin = "http://" + m[1]
+		}
+		if m := regexp.MustCompile(`baton serve started" http=(\S+)`).FindStringSubmatch(stderr.String()); m != nil {
+			pub = "http://" + m[1]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve did not start:\n%s", stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	status := func(url string) int {
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, path := range []string{"/metrics", "/healthz", "/readyz"} {
+		if got := status(pub + path); got != http.StatusNotFound {
+			t.Errorf("http.addr %s = %d, want 404", path, got)
+		}
+		if got := status(admin + path); got != http.StatusOK {
+			t.Errorf("admin.addr %s = %d, want 200", path, got)
+		}
+	}
+	stop()
+	if code := <-done; code != 0 {
+		t.Errorf("serve exit %d", code)
 	}
 }

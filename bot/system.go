@@ -40,6 +40,7 @@ type system struct {
 	dispatch worker.Dispatch
 	rec      *worker.Reconciler
 	chat     *chat.Service // nil without conversations (baton run)
+	metrics  *metrics
 	closers  []func() error
 
 	mu         sync.Mutex
@@ -115,7 +116,7 @@ func loadPieces(cfg Config, set *tools.Set) (*piece.Library, error) {
 
 // newSystem builds the machinery.
 func newSystem(ctx context.Context, cfg Config, log *slog.Logger, opts systemOptions) (_ *system, err error) {
-	sys := &system{cfg: cfg, log: log}
+	sys := &system{cfg: cfg, log: log, metrics: newMetrics()}
 	defer func() {
 		if err != nil {
 			sys.Close()
@@ -180,7 +181,7 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger, opts systemOpt
 			Warn: cfg.Context.Warn, Prompt: cfg.Context.Prompt, Force: cfg.Context.ForceTransition, Exhausted: cfg.Context.Exhausted,
 		},
 		ToolResultMaxTokens: cfg.Context.ToolResultMaxTokens, ReminderAfter: cfg.Agent.ReminderAfter,
-		WorkspaceRoot: workspaceRoot(cfg), Observer: observer, Logger: log,
+		WorkspaceRoot: workspaceRoot(cfg), Observer: observer, Meter: sys.metrics, Logger: log,
 	})
 	if err != nil {
 		return nil, err
@@ -191,7 +192,7 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger, opts systemOpt
 	sys.pool = worker.NewPool(sys.queue, exec, worker.PoolConfig{
 		Concurrency: cfg.Workers.Concurrency, Lease: cfg.Queue.Lease, Heartbeat: cfg.Queue.Heartbeat,
 		ShutdownGrace: cfg.Workers.ShutdownGrace, MaxFailures: cfg.Queue.MaxFailures,
-		OnDead: worker.DeadJobs(sys.store, log), Logger: log,
+		OnDead: worker.DeadJobs(sys.store, log), Meter: sys.metrics, Logger: log,
 	})
 	sys.rec = &worker.Reconciler{Store: sys.store, Queue: sys.queue, Logger: log}
 	return sys, nil

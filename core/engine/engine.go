@@ -71,6 +71,20 @@ type Observer interface {
 	Observe(ctx context.Context, s Status)
 }
 
+// Meter records the engine's measurements (Prometheus in production).
+// Implementations are safe for concurrent use and return quickly.
+type Meter interface {
+	// LLMCall is one completion: its model, how long it took, the usage
+	// it reported, and its error (nil on success).
+	LLMCall(model string, took time.Duration, u llm.Usage, err error)
+	// ToolCall is one tool run.
+	ToolCall(tool string, took time.Duration, failed bool)
+	// ContextLevel is a rung of the context ladder reached in a movement.
+	ContextLevel(level string)
+	// Movement is one movement run to its end.
+	Movement(piece, movement string, took time.Duration)
+}
+
 // Levels are the context manager's thresholds, as fractions of the window.
 type Levels struct {
 	Warn      float64 // a job event (0.70)
@@ -94,6 +108,7 @@ type Config struct {
 	MovementLogBytes    int64 // cap of each movement's log under logs/ (2 MiB)
 	WorkspaceRoot       string
 	Observer            Observer // optional
+	Meter               Meter    // optional
 	Now                 func() time.Time
 	Logger              *slog.Logger
 }

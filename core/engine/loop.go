@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/baton-bot/baton/core/llm"
 	"github.com/baton-bot/baton/core/piece"
@@ -90,7 +91,11 @@ func (m *movement) loop(ctx context.Context) (outcome, error) {
 		pr.mu.Lock()
 		pr.iteration = iter
 		pr.mu.Unlock()
+		start := time.Now()
 		resp, err := e.model.Complete(ctx, llm.Request{Model: model, Messages: m.msgs, Tools: m.defs, MaxTokens: e.cfg.MaxOutputTokens, ToolChoice: llm.ToolChoiceAuto})
+		if e.cfg.Meter != nil {
+			e.cfg.Meter.LLMCall(model, time.Since(start), resp.Usage, err)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return outcome{}, ctx.Err()
@@ -178,6 +183,9 @@ func (m *movement) checkContext(ctx context.Context, lastText string) (outcome, 
 		pr.mu.Lock()
 		pr.level = l
 		pr.mu.Unlock()
+		if e.cfg.Meter != nil {
+			e.cfg.Meter.ContextLevel(l.String())
+		}
 		_ = pr.event(ctx, "context_"+l.String(), m.mv.Name, fmt.Sprintf("context %s%% full (%d of %d tokens)", pct, m.meter.used(), m.meter.window))
 		switch l {
 		case levelPrompt:
@@ -232,7 +240,11 @@ func (m *movement) callTool(ctx context.Context, call llm.ToolCall) (tools.Resul
 		Tokens:  e.tokens,
 		Logger:  pr.log,
 	}
+	start := time.Now()
 	res := tools.Safe(ctx, t, env, args)
+	if e.cfg.Meter != nil {
+		e.cfg.Meter.ToolCall(call.Name, time.Since(start), res.IsError)
+	}
 	if err := context.Cause(ctx); err != nil && ctx.Err() != nil {
 		return res, true, err
 	}

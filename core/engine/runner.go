@@ -131,9 +131,13 @@ func (pr *pieceRun) run(ctx context.Context) (core.Finish, error) {
 		resumedFromSubtasks = false
 		pr.state.Git = ""
 
+		started := time.Now()
 		out, err := pr.runMovement(ctx, mv, system, user)
 		if err != nil {
 			return core.Finish{}, err
+		}
+		if e.cfg.Meter != nil {
+			e.cfg.Meter.Movement(pr.piece.Name, name, time.Since(started))
 		}
 		j.MovementCount++
 		detail := out.Next

@@ -69,6 +69,15 @@ func (f HandlerFunc) Handle(ctx context.Context, l core.Lease) Result { return f
 // DeadFunc is told about jobs the queue gave up on after too many failures.
 type DeadFunc func(ctx context.Context, l core.Lease)
 
+// PoolMeter records the pool's measurements (Prometheus in production).
+// Implementations are safe for concurrent use and return quickly.
+type PoolMeter interface {
+	// Claimed is a claim call that returned n jobs after took.
+	Claimed(n int, took time.Duration)
+	// Settled is a job's run ended with action after took.
+	Settled(action string, took time.Duration)
+}
+
 // PoolConfig configures a Pool. Zero fields take the defaults noted.
 type PoolConfig struct {
 	Concurrency   int           // jobs run at once (4)
@@ -80,6 +89,7 @@ type PoolConfig struct {
 	ShutdownGrace time.Duration // how long running jobs may finish on shutdown (20 s)
 	MaxFailures   int           // failures before the queue gives up on a job (5)
 	OnDead        DeadFunc      // optional
+	Meter         PoolMeter     // optional
 	Logger        *slog.Logger
 }
 
@@ -241,6 +251,7 @@ func (p *Pool) fetch(stop, jobsCtx context.Context, jobs *sync.WaitGroup) {
 		// would leave jobs leased to nobody until their leases expire.
 		var leases []core.Lease
 		var err error
+		claimStart := time.Now()
 		if batches {
 			leases, err = b.ClaimBatch(context.WithoutCancel(stop), n, p.cfg.ClaimWait)
 		} else {
@@ -251,6 +262,9 @@ func (p *Pool) fetch(stop, jobsCtx context.Context, jobs *sync.WaitGroup) {
 		}
 		for range n - len(leases) {
 			<-slots
+		}
+		if p.cfg.Meter != nil && len(leases) > 0 {
+			p.cfg.Meter.Claimed(len(leases), time.Since(claimStart))
 		}
 		switch {
 		case err == nil:
@@ -302,6 +316,7 @@ func (p *Pool) run(jobsCtx context.Context, l core.Lease) {
 	p.running[l.JobID] = &job{lease: l, cancel: cancel, renewed: time.Now()}
 	p.mu.Unlock()
 
+	start := time.Now()
 	res := p.handle(ctx, l)
 
 	p.mu.Lock()
@@ -309,6 +324,9 @@ func (p *Pool) run(jobsCtx context.Context, l core.Lease) {
 	p.mu.Unlock()
 	if errors.Is(context.Cause(ctx), core.ErrLeaseLost) {
 		res = Result{Action: Drop}
+	}
+	if p.cfg.Meter != nil {
+		p.cfg.Meter.Settled(res.Action.String(), time.Since(start))
 	}
 	p.settle(l, res)
 }
