@@ -42,6 +42,7 @@ var (
 type gauges struct {
 	store interface {
 		CountJobs(ctx context.Context) (map[core.JobState]int64, error)
+		OutboxStats(ctx context.Context) (map[core.Platform]core.OutboxStats, error)
 	}
 	queue interface {
 		Stats(ctx context.Context) (core.QueueStats, error)
@@ -69,10 +70,13 @@ func newMetrics() *metrics {
 // watch registers the scrape-time figures of g.
 func (m *metrics) watch(g gauges) {
 	m.reg.MustRegister(&gaugeCollector{g: g,
-		jobs:      prometheus.NewDesc("baton_jobs", "Jobs by state.", []string{"state"}, nil),
-		depth:     prometheus.NewDesc("baton_queue_jobs", "Jobs in the queue by position (pending, active, retry, dead, parked).", []string{"position"}, nil),
-		up:        prometheus.NewDesc("baton_queue_up", "1 when the queue answers.", nil, nil),
-		lastEvent: prometheus.NewDesc("baton_adapter_last_event_age_seconds", "Seconds since an adapter's last event.", []string{"adapter"}, nil),
+		jobs:          prometheus.NewDesc("baton_jobs", "Jobs by state.", []string{"state"}, nil),
+		depth:         prometheus.NewDesc("baton_queue_jobs", "Jobs in the queue by position (pending, active, retry, dead, parked).", []string{"position"}, nil),
+		up:            prometheus.NewDesc("baton_queue_up", "1 when the queue answers.", nil, nil),
+		lastEvent:     prometheus.NewDesc("baton_adapter_last_event_age_seconds", "Seconds since an adapter's last event.", []string{"adapter"}, nil),
+		outboxPending: prometheus.NewDesc("baton_outbox_pending", "Messages waiting for delivery, by platform.", []string{"platform"}, nil),
+		outboxFailed:  prometheus.NewDesc("baton_outbox_failed", "Messages given up on, by platform.", []string{"platform"}, nil),
+		outboxLag:     prometheus.NewDesc("baton_outbox_lag_seconds", "Age of the oldest message waiting for delivery, by platform.", []string{"platform"}, nil),
 	})
 }
 
@@ -125,6 +129,9 @@ func (c *gaugeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.depth
 	ch <- c.up
 	ch <- c.lastEvent
+	ch <- c.outboxPending
+	ch <- c.outboxFailed
+	ch <- c.outboxLag
 }
 
 func (c *gaugeCollector) Collect(ch chan<- prometheus.Metric) {
@@ -133,6 +140,17 @@ func (c *gaugeCollector) Collect(ch chan<- prometheus.Metric) {
 	if counts, err := c.g.store.CountJobs(ctx); err == nil {
 		for _, s := range core.JobStates {
 			ch <- prometheus.MustNewConstMetric(c.jobs, prometheus.GaugeValue, float64(counts[s]), string(s))
+		}
+	}
+	if ob, err := c.g.store.OutboxStats(ctx); err == nil {
+		for p, st := range ob {
+			ch <- prometheus.MustNewConstMetric(c.outboxPending, prometheus.GaugeValue, float64(st.Pending), string(p))
+			ch <- prometheus.MustNewConstMetric(c.outboxFailed, prometheus.GaugeValue, float64(st.Failed), string(p))
+			lag := 0.0
+			if !st.OldestPending.IsZero() {
+				lag = time.Since(st.OldestPending).Seconds()
+			}
+			ch <- prometheus.MustNewConstMetric(c.outboxLag, prometheus.GaugeValue, lag, string(p))
 		}
 	}
 	st, err := c.g.queue.Stats(ctx)

@@ -43,3 +43,10 @@ type OutboxMessage struct {
 	PlatformMsgID string // set once delivered
 	CreatedAt     time.Time
 }
+
+// OutboxStats are a platform's outbox figures.
+type OutboxStats struct {
+	Pending       int64
+	Failed        int64
+	OldestPending time.Time // zero when nothing is pending
+}

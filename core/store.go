@@ -152,6 +152,9 @@ type OutboxStore interface {
 	OutboxRetry(ctx context.Context, id int64, next time.Time, lastErr string) error
 	// OutboxFail gives up on a message.
 	OutboxFail(ctx context.Context, id int64, lastErr string) error
+	// OutboxStats returns the outbox figures of every platform that has
+	// messages pending or failed.
+	OutboxStats(ctx context.Context) (map[Platform]OutboxStats, error)
 	// StatusMessage returns the platform id of job jobID's status message:
 	// its first update delivered. ErrNotFound when there is none yet.
 	StatusMessage(ctx context.Context, jobID int64) (string, error)

@@ -154,6 +154,33 @@ func (s *Store) OutboxFail(ctx context.Context, id int64, lastErr string) error 
 		string(core.OutboxFailed), lastErr)
 }
 
+// OutboxStats implements core.OutboxStore.
+func (s *Store) OutboxStats(ctx context.Context) (map[core.Platform]core.OutboxStats, error) {
+	rows, err := s.reader.QueryContext(ctx, `SELECT t.platform, o.state, COUNT(*), MIN(o.created_at)
+		FROM outbox o JOIN tasks t ON t.id = o.task_id
+		WHERE o.state IN (?, ?) GROUP BY t.platform, o.state`, string(core.OutboxPending), string(core.OutboxFailed))
+	if err != nil {
+		return nil, fmt.Errorf("outbox stats: %w", err)
+	}
+	defer rows.Close()
+	out := map[core.Platform]core.OutboxStats{}
+	for rows.Next() {
+		var platform, state string
+		var n, oldest int64
+		if err := rows.Scan(&platform, &state, &n, &oldest); err != nil {
+			return nil, fmt.Errorf("outbox stats: %w", err)
+		}
+		st := out[core.Platform(platform)]
+		if state == string(core.OutboxPending) {
+			st.Pending, st.OldestPending = n, fromMS(oldest)
+		} else {
+			st.Failed = n
+		}
+		out[core.Platform(platform)] = st
+	}
+	return out, rows.Err()
+}
+
 // StatusMessage implements core.OutboxStore.
 func (s *Store) StatusMessage(ctx context.Context, jobID int64) (string, error) {
 	var id string

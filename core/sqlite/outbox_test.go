@@ -308,3 +308,26 @@ func TestStatusMessage(t *testing.T) {
 		t.Errorf("StatusMessage = %q, %v; want 1700.1", got, err)
 	}
 }
+
+func TestOutboxStats(t *testing.T) {
+	ctx := t.Context()
+	s := newStore(t)
+	j := newJob(t, s)
+	for range 3 {
+		if err := s.AddOutbox(ctx, core.OutboxMessage{TaskID: j.TaskID, Kind: core.OutboxPost, Payload: "{}"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	due, _ := s.DueOutbox(ctx, core.PlatformSlack, time.Now().Add(time.Hour), 10)
+	if err := s.OutboxFail(ctx, due[0].ID, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.OutboxStats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := st[core.PlatformSlack]
+	if got.Pending != 2 || got.Failed != 1 || got.OldestPending.IsZero() {
+		t.Errorf("stats = %+v, want 2 pending (with the oldest's time) and 1 failed", got)
+	}
+}
