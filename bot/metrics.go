@@ -120,8 +120,9 @@ func (m *metrics) handler() http.Handler {
 
 // gaugeCollector asks the store, the queue and the adapters at scrape time.
 type gaugeCollector struct {
-	g                          gauges
-	jobs, depth, up, lastEvent *prometheus.Desc
+	g                                      gauges
+	jobs, depth, up, lastEvent             *prometheus.Desc
+	outboxPending, outboxFailed, outboxLag *prometheus.Desc
 }
 
 func (c *gaugeCollector) Describe(ch chan<- *prometheus.Desc) {
