@@ -304,7 +304,7 @@ func (m *Main) serve(ctx context.Context, args []string) error {
 	if err := m.configOnly("serve", args); err != nil {
 		return err
 	}
-	return m.serveAll(ctx)
+	return m.serveAll(ctx, "serve", true)
 }
 
 func (m *Main) gateway(ctx context.Context, args []string) error {
@@ -314,7 +314,7 @@ func (m *Main) gateway(ctx context.Context, args []string) error {
 	if err := m.requireRedis("gateway"); err != nil {
 		return err
 	}
-	return notYet("gateway")
+	return m.serveAll(ctx, "gateway", false)
 }
 
 func (m *Main) worker(ctx context.Context, args []string) error {

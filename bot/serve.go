@@ -13,19 +13,20 @@ import (
 	"github.com/baton-bot/baton/core"
 )
 
-// serveAll runs `baton serve`: the conversation service with its
-// deliverers and entry points, the workers, and HTTP, in one process, until
-// ctx ends; then it stops taking requests, lets running jobs finish for
-// workers.shutdown_grace and requeues the rest.
-func (m *Main) serveAll(ctx context.Context) error {
+// serveAll runs `baton serve` (workers true) or `baton gateway`: the
+// conversation service with its deliverers and entry points, HTTP, and —
+// for serve — the workers and the reconciler, until ctx ends; then it stops
+// taking requests, lets running jobs finish for workers.shutdown_grace and
+// requeues the rest.
+func (m *Main) serveAll(ctx context.Context, cmd string, workers bool) error {
 	for key, on := range map[string]bool{"slack.enabled": m.Config.Slack.Enabled, "discord.enabled": m.Config.Discord.Enabled} {
 		if on {
-			return &exitError{code: exitInternal, err: fmt.Errorf("baton serve: %s: the adapter is not available yet", key)}
+			return &exitError{code: exitInternal, err: fmt.Errorf("baton %s: %s: the adapter is not available yet", cmd, key)}
 		}
 	}
 	sys, err := newSystem(ctx, m.Config, m.Logger, systemOptions{converse: true})
 	if err != nil {
-		return m.systemErr("serve", err)
+		return m.systemErr(cmd, err)
 	}
 	defer sys.Close()
 
@@ -61,22 +62,30 @@ func (m *Main) serveAll(ctx context.Context) error {
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 
 	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		_ = sys.rec.Run(workCtx)
-	}()
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
 	poolDone := make(chan struct{})
-	go func() {
-		defer wg.Done()
-		defer close(poolDone)
-		_ = sys.pool.Run(runCtx) // graceful once runCtx ends
-	}()
+	if workers {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			_ = sys.rec.Run(workCtx)
+		}()
+		go func() {
+			defer wg.Done()
+			defer close(poolDone)
+			_ = sys.pool.Run(runCtx) // graceful once runCtx ends
+		}()
+	} else {
+		close(poolDone)
+	}
 	httpErr := make(chan error, 1)
 	go func() { httpErr <- srv.Serve(ln) }()
-	m.Logger.Info("baton serve started", "http", ln.Addr().String(), "queue", queueKind(m.Config), "workers", m.Config.Workers.Concurrency)
+	nWorkers := 0
+	if workers {
+		nWorkers = m.Config.Workers.Concurrency
+	}
+	m.Logger.Info("baton "+cmd+" started", "http", ln.Addr().String(), "queue", queueKind(m.Config), "workers", nWorkers)
 
 	select {
 	case <-ctx.Done():
@@ -95,7 +104,7 @@ func (m *Main) serveAll(ctx context.Context) error {
 	<-poolDone
 	stopWork()
 	wg.Wait()
-	m.Logger.Info("baton serve stopped")
+	m.Logger.Info("baton " + cmd + " stopped")
 	return nil
 }
 
