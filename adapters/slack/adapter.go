@@ -293,8 +293,9 @@ func (a *Adapter) messageEvent(ctx context.Context, me identity, team, eventID s
 		m.Addressed, m.Direct, m.History = true, true, nil
 	case mentioned:
 		m.Addressed = true
-	case e.ThreadTimeStamp != "" && e.ThreadTimeStamp != e.TimeStamp:
-		m.Addressed = !a.cfg.RequireMention
+	case e.ThreadTimeStamp != "" && e.ThreadTimeStamp != e.TimeStamp && !a.cfg.RequireMention:
+		// A comment if the thread is a task's; not Addressed, so that a
+		// thread Baton was never asked into does not become a task.
 	default:
 		return // a channel message not for Baton
 	}

@@ -3,6 +3,8 @@ package slack
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -208,5 +210,23 @@ func TestLongAnswer(t *testing.T) {
 		if strings.Count(content, "```")%2 != 0 || !strings.Contains(content, "func main()") {
 			t.Errorf("uploaded answer is not the Markdown with its fences: %.200q", content)
 		}
+	}
+}
+
+func TestAttachmentLandsInInput(t *testing.T) {
+	w := newWorld(t)
+	w.sys.LLM.Script(transition("COMPLETE", "Read it."))
+	const root = "1700000000.000100"
+	ev := map[string]any{"type": "app_mention", "user": "U1", "text": "<@UBATON> read this", "ts": root, "channel": "C1", "event_ts": root,
+		"files": []map[string]any{{"id": "F1", "name": "notes.txt", "size": 18, "url_private_download": w.slack.url() + "download/notes.txt"}}}
+	w.send(callback("Ev1", ev), "")
+	w.waitJob(root, core.JobSucceeded)
+	task, err := w.sys.Store.TaskByThread(context.Background(), thread(root))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(task.Workspace, "input", "notes.txt"))
+	if err != nil || string(b) != "content of notes.txt" {
+		t.Errorf("input/notes.txt = %q, %v; want the file downloaded with the bot token", b, err)
 	}
 }

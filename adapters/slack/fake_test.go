@@ -45,7 +45,7 @@ const (
 	team    = "T1"
 )
 
-func newFakeSlack(t testing.TB) *fakeSlack {
+func newFakeSlack(t testing.TB, extra ...slacktest.Binder) *fakeSlack {
 	t.Helper()
 	f := &fakeSlack{fail: map[string]string{}, limit: map[string]int{}, files: map[string][]byte{}}
 	bind := func(c slacktest.Customize) {
@@ -86,6 +86,13 @@ func newFakeSlack(t testing.TB) *fakeSlack {
 			f.mu.Unlock()
 			w.WriteHeader(http.StatusOK)
 		})
+		c.Handle("/download/", func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("Authorization") != "Bearer xoxb-test" {
+				w.WriteHeader(http.StatusForbidden)
+				return
+			}
+			_, _ = io.WriteString(w, "content of "+r.URL.Path[len("/download/"):])
+		})
 		c.Handle("/files.completeUploadExternal", func(w http.ResponseWriter, r *http.Request) {
 			if f.failed(w, "files.completeUploadExternal") {
 				return
@@ -99,7 +106,7 @@ func newFakeSlack(t testing.TB) *fakeSlack {
 			writeJSONT(w, map[string]any{"ok": true, "files": []map[string]string{{"id": files[0]["id"], "title": files[0]["title"]}}})
 		})
 	}
-	f.srv = slacktest.NewTestServer(bind)
+	f.srv = slacktest.NewTestServer(append(extra, bind)...)
 	f.srv.Start()
 	t.Cleanup(f.srv.Stop)
 	return f

@@ -110,7 +110,7 @@ func startHTTP(t testing.TB, svc Service, f *fakeSlack, cfg Config) (*Adapter, s
 // eventually polls cond until it holds, failing after a generous deadline.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
@@ -245,7 +245,7 @@ func TestEventsTranslated(t *testing.T) {
 	want := []chat.Message{
 		{Thread: root, Channel: "slack:C1", MsgID: "1700000000.000100", EventID: "Ev1", Author: chat.Author{ID: "slack:U1"}, Text: "summarise <@U2>'s plan", Addressed: true},
 		{Thread: root, Channel: "slack:C1", MsgID: "1700000000.000100", EventID: "Ev1", Author: chat.Author{ID: "slack:U1"}, Text: "summarise <@U2>'s plan", Addressed: true},
-		{Thread: root, Channel: "slack:C1", MsgID: "1700000000.000200", EventID: "Ev2", Author: chat.Author{ID: "slack:U2"}, Text: "and the budget", Addressed: true},
+		{Thread: root, Channel: "slack:C1", MsgID: "1700000000.000200", EventID: "Ev2", Author: chat.Author{ID: "slack:U2"}, Text: "and the budget"},
 		{Thread: thread("D3"), Channel: "slack:D3", MsgID: "1700000000.000800", EventID: "Ev8", Author: chat.Author{ID: "slack:U3"}, Text: "hello there", Addressed: true, Direct: true},
 	}
 	want[3].Thread.Channel = "D3"
@@ -321,4 +321,24 @@ func TestSlashCommand(t *testing.T) {
 			t.Fatal("no late answer on response_url")
 		}
 	})
+}
+
+func TestRequireMention(t *testing.T) {
+	svc := &recorder{}
+	_, base := startHTTP(t, svc, newFakeSlack(t), Config{RequireMention: true})
+	for _, body := range []string{
+		messageEvent("Ev1", "U2", "just chatting", "1700000000.000200", "1700000000.000100"),
+		messageEvent("Ev2", "U2", "<@UBATON> over to you", "1700000000.000300", "1700000000.000100"),
+	} {
+		if status, b := do(t, sign(t, base, "/slack/events", body, time.Now(), "application/json")); status != 200 {
+			t.Fatalf("status %d: %s", status, b)
+		}
+	}
+	eventually(t, "the mention handed over", func() bool { return svc.handed() >= 1 })
+	time.Sleep(100 * time.Millisecond)
+	svc.mu.Lock()
+	defer svc.mu.Unlock()
+	if len(svc.messages) != 1 || svc.messages[0].EventID != "Ev2" || !svc.messages[0].Addressed || svc.messages[0].Text != "over to you" {
+		t.Errorf("handed over %+v, want only the addressed mention", svc.messages)
+	}
 }
