@@ -10,7 +10,12 @@ require (
 	gopkg.in/yaml.v3 v3.0.1
 )
 
-require github.com/creack/pty v1.1.24
+require (
+	github.com/creack/pty v1.1.24
+	github.com/slack-go/slack v0.35.0
+)
+
+require github.com/gorilla/websocket v1.5.3 // indirect
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect

@@ -1,0 +1,452 @@
+package slack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/baton-bot/baton/core"
+	"github.com/baton-bot/baton/core/chat"
+	"github.com/slack-go/slack"
+	"github.com/slack-go/slack/slackevents"
+)
+
+// Service is the part of the conversation service (*chat.Service) the
+// adapter hands Slack's events to. Implementations are safe for concurrent
+// use and drop repeated deliveries themselves (by EventID and MsgID).
+type Service interface {
+	HandleMessage(ctx context.Context, m chat.Message) (chat.Reply, error)
+	HandleCommand(ctx context.Context, c chat.Command) (chat.Reply, error)
+	HandleReaction(ctx context.Context, r chat.Reaction) (chat.Reply, error)
+}
+
+// Config configures an Adapter.
+type Config struct {
+	BotToken      string // xoxb-…: every Web API call
+	AppToken      string // xapp-…: Socket Mode
+	SigningSecret string // HTTP mode: verifies Slack's requests
+	// APIURL is the Web API base URL; empty: Slack's.
+	APIURL string
+	// Mode is "socket" (Socket Mode, the default) or "http" (Events API).
+	Mode string
+	// RequireMention: a message in a task's thread is for Baton only when
+	// it mentions the bot.
+	RequireMention bool
+	// IgnoreBots drops messages written by other bots.
+	IgnoreBots bool
+	Logger     *slog.Logger
+	// HTTPClient makes the Web API calls and file downloads; nil: the
+	// default client.
+	HTTPClient *http.Client
+	// Workers is how many events are handed to the service at once
+	// (default 8); Backlog how many acknowledged events may wait for a
+	// worker (default 256) before HTTP mode answers 503.
+	Workers int
+	Backlog int
+	// CommandWait is how long a slash command may take before it is
+	// answered "working on it" and its result sent to response_url later
+	// (default 2.5 s: Slack wants an answer within 3 s).
+	CommandWait time.Duration
+}
+
+// Modes.
+const (
+	ModeSocket = "socket"
+	ModeHTTP   = "http"
+)
+
+// eventTimeout bounds the handling of one event (file downloads included).
+const eventTimeout = 5 * time.Minute
+
+// Adapter receives Slack's events and hands them to the conversation
+// service. Run it (Run) for the workers and, in socket mode, the Socket
+// Mode connection; in HTTP mode mount Handler as well. Its methods are safe
+// for concurrent use.
+type Adapter struct {
+	svc    Service
+	cfg    Config
+	log    *slog.Logger
+	api    *slack.Client
+	poster *Poster
+	http   *http.Client
+
+	work     chan func(context.Context) // acknowledged events waiting for a worker
+	commands chan struct{}              // one token per slash command running
+
+	lastEvent atomic.Int64 // unix nanoseconds of the last event received
+
+	mu sync.Mutex
+	me identity // guarded by mu; zero until auth.test answered
+}
+
+// identity is who the bot is, from auth.test.
+type identity struct {
+	user, bot, team string
+}
+
+// New returns an Adapter for svc. It checks cfg and makes no call to
+// Slack; Run (or the first event) asks auth.test who the bot is.
+func New(svc Service, cfg Config) (*Adapter, error) {
+	if cfg.Mode == "" {
+		cfg.Mode = ModeSocket
+	}
+	switch {
+	case cfg.BotToken == "":
+		return nil, errors.New("slack: a bot token (xoxb-…) is required")
+	case cfg.Mode == ModeSocket && cfg.AppToken == "":
+		return nil, errors.New("slack: socket mode needs an app token (xapp-…)")
+	case cfg.Mode == ModeHTTP && cfg.SigningSecret == "":
+		return nil, errors.New("slack: http mode needs the signing secret")
+	case cfg.Mode != ModeSocket && cfg.Mode != ModeHTTP:
+		return nil, fmt.Errorf("slack: unknown mode %q (socket or http)", cfg.Mode)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 8
+	}
+	if cfg.Backlog <= 0 {
+		cfg.Backlog = 256
+	}
+	if cfg.CommandWait <= 0 {
+		cfg.CommandWait = 2500 * time.Millisecond
+	}
+	hc := cfg.HTTPClient
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	api := newClient(cfg)
+	return &Adapter{
+		svc: svc, cfg: cfg, log: cfg.Logger.With("platform", "slack"), api: api, poster: &Poster{api: api}, http: hc,
+		work: make(chan func(context.Context), cfg.Backlog), commands: make(chan struct{}, cfg.Workers),
+	}, nil
+}
+
+// Poster returns the Poster delivering the outbox through the adapter's
+// Web API client.
+func (a *Adapter) Poster() *Poster { return a.poster }
+
+// LastEvent returns when the last event arrived from Slack (zero before
+// the first), for readiness checks and metrics.
+func (a *Adapter) LastEvent() time.Time {
+	n := a.lastEvent.Load()
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
+}
+
+func (a *Adapter) touch() { a.lastEvent.Store(time.Now().UnixNano()) }
+
+// Identify asks auth.test who the bot is. An error wrapping
+// chat.ErrPermanent means the token is invalid or revoked.
+func (a *Adapter) Identify(ctx context.Context) error {
+	_, err := a.identity(ctx)
+	return err
+}
+
+// identity returns the bot's identity, asking auth.test until it answers.
+func (a *Adapter) identity(ctx context.Context) (identity, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.me.user != "" {
+		return a.me, nil
+	}
+	r, err := a.api.AuthTestContext(ctx)
+	if err != nil {
+		return identity{}, classify("auth.test", err)
+	}
+	a.me = identity{user: r.UserID, bot: r.BotID, team: r.TeamID}
+	return a.me, nil
+}
+
+// Run runs the event workers and, in socket mode, the Socket Mode
+// connection, until ctx ends. It returns an error at once when Slack
+// refuses the tokens.
+func (a *Adapter) Run(ctx context.Context) error {
+	if err := a.Identify(ctx); err != nil {
+		if errors.Is(err, chat.ErrPermanent) {
+			a.log.Error("slack refused the bot token; check SLACK_BOT_TOKEN", "err", err)
+			return err
+		}
+		a.log.Warn("auth.test failed; will ask again on the first event", "err", err)
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for range a.cfg.Workers {
+		wg.Go(func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case f := <-a.work:
+					a.run(ctx, f)
+				}
+			}
+		})
+	}
+	if a.cfg.Mode != ModeSocket {
+		<-ctx.Done()
+		return nil
+	}
+	return a.runSocket(ctx)
+}
+
+// run runs one queued event, turning a panic into a log line.
+func (a *Adapter) run(ctx context.Context, f func(context.Context)) {
+	defer func() {
+		if r := recover(); r != nil {
+			a.log.Error("handling a slack event panicked", "panic", r)
+		}
+	}()
+	ectx, cancel := context.WithTimeout(ctx, eventTimeout)
+	defer cancel()
+	f(ectx)
+}
+
+// enqueue hands f to the workers; it reports false when the backlog is
+// full.
+func (a *Adapter) enqueue(f func(context.Context)) bool {
+	select {
+	case a.work <- f:
+		return true
+	default:
+		return false
+	}
+}
+
+// event handles one Events API event (already acknowledged).
+func (a *Adapter) event(ctx context.Context, ev slackevents.EventsAPIEvent) {
+	cb, _ := ev.Data.(*slackevents.EventsAPICallbackEvent)
+	eventID := ""
+	if cb != nil {
+		eventID = cb.EventID
+	}
+	me, err := a.identity(ctx)
+	if err != nil {
+		a.log.Error("cannot tell who the bot is; event dropped", "event", eventID, "err", err)
+		return
+	}
+	team := ev.TeamID
+	if team == "" {
+		team = me.team
+	}
+	switch e := ev.InnerEvent.Data.(type) {
+	case *slackevents.AppMentionEvent:
+		if e.Edited != nil || a.ignored(me, e.User, e.BotID) {
+			return
+		}
+		m := a.message(me, team, eventID, e.Channel, e.User, e.BotID, e.Text, e.TimeStamp, e.ThreadTimeStamp, e.Files)
+		m.Addressed = true
+		a.deliver(ctx, m)
+	case *slackevents.MessageEvent:
+		a.messageEvent(ctx, me, team, eventID, e)
+	case *slackevents.ReactionAddedEvent:
+		if e.User == "" || e.User == me.user || e.Item.Type != "message" {
+			return
+		}
+		r := chat.Reaction{
+			Thread: core.ThreadRef{Platform: core.PlatformSlack, Team: team, Channel: e.Item.Channel, Thread: e.Item.Timestamp},
+			MsgID:  e.Item.Timestamp, Emoji: e.Reaction, Author: chat.Author{ID: "slack:" + e.User},
+		}
+		reply, err := a.svc.HandleReaction(ctx, r)
+		if err != nil {
+			a.log.Error("handling a reaction failed", "event", eventID, "err", err)
+			return
+		}
+		a.answer(ctx, r.Thread, e.User, reply)
+	default:
+		a.log.Debug("slack event ignored", "type", ev.InnerEvent.Type)
+	}
+}
+
+// messageEvent handles a message event: a direct message, a message in a
+// thread, or one mentioning the bot.
+func (a *Adapter) messageEvent(ctx context.Context, me identity, team, eventID string, e *slackevents.MessageEvent) {
+	switch e.SubType {
+	case "", "file_share", "thread_broadcast":
+	default:
+		return // edits, deletions, joins, bot_message, …
+	}
+	if a.ignored(me, e.User, e.BotID) {
+		return
+	}
+	var files []slack.File
+	if e.Message != nil {
+		files = e.Message.Files
+	}
+	m := a.message(me, team, eventID, e.Channel, e.User, e.BotID, e.Text, e.TimeStamp, e.ThreadTimeStamp, files)
+	mentioned := me.user != "" && strings.Contains(e.Text, "<@"+me.user)
+	switch {
+	case e.ChannelType == "im":
+		m.Thread.Thread = e.Channel // a direct-message channel is one thread
+		m.Addressed, m.Direct, m.History = true, true, nil
+	case mentioned:
+		m.Addressed = true
+	case e.ThreadTimeStamp != "" && e.ThreadTimeStamp != e.TimeStamp && !a.cfg.RequireMention:
+		// A comment if the thread is a task's; not Addressed, so that a
+		// thread Baton was never asked into does not become a task.
+	default:
+		return // a channel message not for Baton
+	}
+	a.deliver(ctx, m)
+}
+
+// ignored reports a message Baton must not act on: its own, or another
+// bot's when IgnoreBots is set.
+func (a *Adapter) ignored(me identity, user, bot string) bool {
+	if user != "" && user == me.user || bot != "" && bot == me.bot {
+		return true
+	}
+	return bot != "" && a.cfg.IgnoreBots || user == "" && bot == ""
+}
+
+// message builds the Message of a Slack message in channel.
+func (a *Adapter) message(me identity, team, eventID, channel, user, bot, text, ts, threadTS string, files []slack.File) chat.Message {
+	root := threadTS
+	if root == "" {
+		root = ts
+	}
+	m := chat.Message{
+		Thread:  core.ThreadRef{Platform: core.PlatformSlack, Team: team, Channel: channel, Thread: root},
+		Channel: "slack:" + channel,
+		MsgID:   ts,
+		EventID: eventID,
+		Author:  chat.Author{ID: "slack:" + user, Bot: bot != ""},
+		Text:    stripMention(text, me.user),
+		At:      tsTime(ts),
+	}
+	for _, f := range files {
+		m.Files = append(m.Files, a.file(f))
+	}
+	if threadTS != "" && threadTS != ts {
+		m.History = func(ctx context.Context) ([]chat.Message, error) { return a.history(ctx, me, team, channel, threadTS) }
+	}
+	return m
+}
+
+// deliver hands m to the service and shows its reply to the author.
+func (a *Adapter) deliver(ctx context.Context, m chat.Message) {
+	reply, err := a.svc.HandleMessage(ctx, m)
+	if err != nil {
+		a.log.Error("handling a message failed", "channel", m.Thread.Channel, "ts", m.MsgID, "err", err)
+		return
+	}
+	a.answer(ctx, m.Thread, strings.TrimPrefix(m.Author.ID, "slack:"), reply)
+}
+
+// answer shows a service's reply: in the thread when public, else to user
+// alone (chat.postEphemeral).
+func (a *Adapter) answer(ctx context.Context, thread core.ThreadRef, user string, r chat.Reply) {
+	if strings.TrimSpace(r.Text) == "" {
+		return
+	}
+	if r.Public {
+		if _, err := a.poster.Post(ctx, thread, r.Text); err != nil {
+			a.log.Warn("posting a reply failed", "channel", thread.Channel, "err", err)
+		}
+		return
+	}
+	opts := postOptions(thread, render(r.Text))
+	if _, err := a.api.PostEphemeralContext(ctx, thread.Channel, user, opts...); err != nil {
+		a.log.Warn("posting an ephemeral reply failed", "channel", thread.Channel, "err", classify("chat.postEphemeral", err))
+	}
+}
+
+// history fetches the earlier messages of a thread (conversations.replies,
+// one page of up to 200).
+func (a *Adapter) history(ctx context.Context, me identity, team, channel, threadTS string) ([]chat.Message, error) {
+	msgs, _, _, err := a.api.GetConversationRepliesContext(ctx, &slack.GetConversationRepliesParameters{ChannelID: channel, Timestamp: threadTS, Limit: 200})
+	if err != nil {
+		return nil, classify("conversations.replies", err)
+	}
+	out := make([]chat.Message, 0, len(msgs))
+	for _, h := range msgs {
+		user := h.User
+		if user == "" {
+			user = h.BotID
+		}
+		out = append(out, chat.Message{
+			Thread:  core.ThreadRef{Platform: core.PlatformSlack, Team: team, Channel: channel, Thread: threadTS},
+			Channel: "slack:" + channel,
+			MsgID:   h.Timestamp,
+			Author:  chat.Author{ID: "slack:" + user, Name: h.Username, Bot: h.BotID != "" || h.User == me.user},
+			Text:    stripMention(h.Text, me.user),
+			At:      tsTime(h.Timestamp),
+		})
+	}
+	return out, nil
+}
+
+// file describes an attachment; Open downloads it with the bot token.
+func (a *Adapter) file(f slack.File) chat.File {
+	url := f.URLPrivateDownload
+	if url == "" {
+		url = f.URLPrivate
+	}
+	name := f.Name
+	if name == "" {
+		name = f.ID
+	}
+	size := int64(f.Size)
+	if size <= 0 {
+		size = -1
+	}
+	return chat.File{Name: name, Size: size, Open: func(ctx context.Context) (io.ReadCloser, error) {
+		if url == "" {
+			return nil, errors.New("slack gave no download link")
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return nil, fmt.Errorf("download %s: %w", name, err)
+		}
+		req.Header.Set("Authorization", "Bearer "+a.cfg.BotToken)
+		resp, err := a.http.Do(req)
+		if err != nil {
+			return nil, fmt.Errorf("download %s: %w", name, err)
+		}
+		if resp.StatusCode != http.StatusOK {
+			resp.Body.Close()
+			return nil, fmt.Errorf("download %s: slack answered %s", name, resp.Status)
+		}
+		return resp.Body, nil
+	}}
+}
+
+// mentionRE matches a mention of a user, with or without a label.
+var mentionRE = regexp.MustCompile(`<@([A-Z0-9]+)(\|[^>]*)?>`)
+
+// stripMention removes the mentions of the bot (user id bot) from text.
+func stripMention(text, bot string) string {
+	if bot == "" {
+		return strings.TrimSpace(text)
+	}
+	text = mentionRE.ReplaceAllStringFunc(text, func(s string) string {
+		if mentionRE.FindStringSubmatch(s)[1] == bot {
+			return ""
+		}
+		return s
+	})
+	return strings.TrimSpace(text)
+}
+
+// tsTime parses a Slack ts ("1700000000.000100"); zero when it is not one.
+func tsTime(ts string) time.Time {
+	sec, frac, _ := strings.Cut(ts, ".")
+	s, err := strconv.ParseInt(sec, 10, 64)
+	if err != nil {
+		return time.Time{}
+	}
+	us, _ := strconv.ParseInt((frac + "000000")[:6], 10, 64)
+	return time.Unix(s, us*1000)
+}

@@ -1,0 +1,208 @@
+package slack
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/baton-bot/baton/core"
+	"github.com/baton-bot/baton/core/chat"
+	"github.com/slack-go/slack"
+	"github.com/slack-go/slack/slackevents"
+)
+
+// maxBody caps a request from Slack; its events are a few kilobytes.
+const maxBody = 1 << 20
+
+// Handler returns the Events API handler (HTTP mode): POST /slack/events,
+// /slack/commands and /slack/interactions, to mount on the http.addr
+// server's mux as mux.Handle("/slack/", h).
+//
+// Every request must carry Slack's signature over its body, made with the
+// signing secret, and a timestamp within 5 minutes: otherwise it is
+// answered 401 and nothing is handed over. Events are acknowledged at once
+// (200) and handed to the service by Run's workers; a retry of Slack's
+// (X-Slack-Retry-Num) is acknowledged and handed over too, the service
+// dropping the repeat. When the backlog is full the answer is 503, and
+// Slack tries again later.
+func (a *Adapter) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /slack/events", a.serveEvents)
+	mux.HandleFunc("POST /slack/commands", a.serveCommand)
+	mux.HandleFunc("POST /slack/interactions", func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := a.verify(w, r); ok {
+			w.WriteHeader(http.StatusOK) // Baton posts nothing interactive yet
+		}
+	})
+	return mux
+}
+
+// verify reads the body of a request and checks Slack's signature; it
+// answers the request itself (400, 401) when that fails.
+func (a *Adapter) verify(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		http.Error(w, "unreadable body", http.StatusBadRequest)
+		return nil, false
+	}
+	sv, err := slack.NewSecretsVerifier(r.Header, a.cfg.SigningSecret)
+	if err == nil {
+		_, _ = sv.Write(body)
+		err = sv.Ensure()
+	}
+	if err != nil {
+		a.log.Warn("refused a request without a valid slack signature", "path", r.URL.Path, "remote", r.RemoteAddr, "err", err)
+		http.Error(w, "invalid signature", http.StatusUnauthorized)
+		return nil, false
+	}
+	return body, true
+}
+
+func (a *Adapter) serveEvents(w http.ResponseWriter, r *http.Request) {
+	body, ok := a.verify(w, r)
+	if !ok {
+		return
+	}
+	var outer struct {
+		Type string `json:"type"`
+	}
+	if err := json.Unmarshal(body, &outer); err != nil || outer.Type == "" {
+		http.Error(w, "malformed event", http.StatusBadRequest)
+		return
+	}
+	ev, err := slackevents.ParseEvent(json.RawMessage(body), slackevents.OptionNoVerifyToken())
+	if err != nil {
+		// An event type slack-go does not know, or a shape it cannot read:
+		// acknowledged so that Slack does not send it again.
+		a.log.Warn("slack event not understood", "type", outer.Type, "err", err)
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	switch ev.Type {
+	case slackevents.URLVerification:
+		v, _ := ev.Data.(*slackevents.EventsAPIURLVerificationEvent)
+		if v == nil {
+			http.Error(w, "malformed challenge", http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = io.WriteString(w, v.Challenge)
+	case slackevents.CallbackEvent:
+		a.touch()
+		if n := r.Header.Get("X-Slack-Retry-Num"); n != "" {
+			a.log.Debug("slack retried an event", "retry", n, "reason", r.Header.Get("X-Slack-Retry-Reason"))
+		}
+		if !a.enqueue(func(ctx context.Context) { a.event(ctx, ev) }) {
+			a.log.Warn("slack event backlog full; asking slack to retry")
+			http.Error(w, "busy", http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	case slackevents.AppRateLimited:
+		a.log.Warn("slack is rate limiting the events sent to baton")
+		w.WriteHeader(http.StatusOK)
+	default:
+		w.WriteHeader(http.StatusOK)
+	}
+}
+
+func (a *Adapter) serveCommand(w http.ResponseWriter, r *http.Request) {
+	body, ok := a.verify(w, r)
+	if !ok {
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	sc, err := slack.SlashCommandParse(r)
+	if err != nil {
+		http.Error(w, "malformed command", http.StatusBadRequest)
+		return
+	}
+	a.touch()
+	writeJSON(w, ephemeral(a.slash(r.Context(), sc)))
+}
+
+// ephemeral is a slash command's answer, shown to the caller alone.
+func ephemeral(text string) map[string]string {
+	return map[string]string{"response_type": "ephemeral", "text": render(text)}
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// Texts of the adapter's own answers to slash commands.
+const (
+	textWorking = "Working on it — the answer follows in a moment."
+	textBusy    = "Baton is busy; try again in a moment."
+	textFailed  = "Sorry, that did not work; try again later."
+)
+
+// commandTimeout bounds a slash command that outlived CommandWait.
+const commandTimeout = time.Minute
+
+// slash runs a /baton command and returns what to answer at once: the
+// result when the service gives it within CommandWait, else a "working on
+// it" note, the result following through response_url.
+func (a *Adapter) slash(ctx context.Context, sc slack.SlashCommand) string {
+	c := command(sc)
+	select {
+	case a.commands <- struct{}{}:
+	default:
+		return textBusy
+	}
+	result := make(chan string) // the result, while slash still waits
+	gaveUp := make(chan struct{})
+	go func() {
+		defer func() { <-a.commands }()
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commandTimeout)
+		defer cancel()
+		r, err := a.svc.HandleCommand(cctx, c)
+		text := r.Text
+		if err != nil {
+			a.log.Error("slash command failed", "command", c.Name, "err", err)
+			text = textFailed
+		}
+		select {
+		case result <- text:
+		case <-gaveUp:
+			if sc.ResponseURL == "" {
+				return
+			}
+			msg := &slack.WebhookMessage{ResponseType: "ephemeral", Text: render(text)}
+			if err := slack.PostWebhookCustomHTTPContext(cctx, sc.ResponseURL, a.http, msg); err != nil {
+				a.log.Warn("sending a slash command's late answer failed", "command", c.Name, "err", err)
+			}
+		}
+	}()
+	t := time.NewTimer(a.cfg.CommandWait)
+	defer t.Stop()
+	select {
+	case text := <-result:
+		return text
+	case <-t.C:
+		close(gaveUp)
+		return textWorking
+	}
+}
+
+// command translates a slash command; an empty one asks for help.
+func command(sc slack.SlashCommand) chat.Command {
+	name, args, _ := strings.Cut(strings.TrimSpace(sc.Text), " ")
+	name = strings.ToLower(strings.TrimSpace(name))
+	if name == "" {
+		name = "help"
+	}
+	return chat.Command{
+		Name:    name,
+		Args:    strings.TrimSpace(args),
+		Thread:  core.ThreadRef{Platform: core.PlatformSlack, Team: sc.TeamID, Channel: sc.ChannelID},
+		Direct:  sc.ChannelName == "directmessage" || strings.HasPrefix(sc.ChannelID, "D"),
+		Channel: "slack:" + sc.ChannelID,
+		Author:  chat.Author{ID: "slack:" + sc.UserID, Name: sc.UserName},
+	}
+}

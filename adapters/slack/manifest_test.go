@@ -1,0 +1,51 @@
+package slack
+
+import (
+	"os"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"gopkg.in/yaml.v3"
+)
+
+// TestManifest checks that the shipped app manifest asks for what the
+// adapter uses.
+func TestManifest(t *testing.T) {
+	b, err := os.ReadFile("../../configs/slack-app-manifest.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct {
+		Features struct {
+			SlashCommands []struct {
+				Command string `yaml:"command"`
+			} `yaml:"slash_commands"`
+		} `yaml:"features"`
+		OAuth struct {
+			Scopes struct {
+				Bot []string `yaml:"bot"`
+			} `yaml:"scopes"`
+		} `yaml:"oauth_config"`
+		Settings struct {
+			Events struct {
+				Bot []string `yaml:"bot_events"`
+			} `yaml:"event_subscriptions"`
+			SocketMode bool `yaml:"socket_mode_enabled"`
+		} `yaml:"settings"`
+	}
+	if err := yaml.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	scopes := []string{"app_mentions:read", "channels:history", "groups:history", "im:history", "mpim:history", "chat:write",
+		"reactions:read", "reactions:write", "files:read", "files:write", "commands", "users:read"}
+	if diff := cmp.Diff(scopes, m.OAuth.Scopes.Bot); diff != "" {
+		t.Errorf("bot scopes (-want +got):\n%s", diff)
+	}
+	events := []string{"app_mention", "message.channels", "message.groups", "message.im", "reaction_added"}
+	if diff := cmp.Diff(events, m.Settings.Events.Bot); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+	if len(m.Features.SlashCommands) != 1 || m.Features.SlashCommands[0].Command != "/baton" || !m.Settings.SocketMode {
+		t.Errorf("slash commands %+v, socket mode %v; want /baton and socket mode", m.Features.SlashCommands, m.Settings.SocketMode)
+	}
+}

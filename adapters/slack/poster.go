@@ -1,0 +1,238 @@
+package slack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/baton-bot/baton/core"
+	"github.com/baton-bot/baton/core/chat"
+	"github.com/baton-bot/baton/core/chattext"
+	"github.com/slack-go/slack"
+)
+
+// Slack's limits as Baton uses them: a post's text stays within the 3,000
+// characters a section may show, an edit within 3,800 bytes, and a
+// channel gets about one post a second.
+var limits = chat.Limits{Post: 3000, Update: 3800, MaxParts: 4, Every: time.Second}
+
+// Poster delivers Baton's outbox to Slack threads through the Web API. It
+// implements chat.Poster and is safe for concurrent use.
+//
+// Texts are Markdown: Post and Update make mass mentions inert and convert
+// them to mrkdwn; Slack's own link parsing and @name linking are off, so
+// nothing in a text can ping a channel.
+type Poster struct {
+	api *slack.Client
+}
+
+var _ chat.Poster = (*Poster)(nil)
+
+// NewPoster returns a Poster that calls the Web API at cfg.APIURL (Slack's
+// own when empty) with cfg.BotToken.
+func NewPoster(cfg Config) *Poster {
+	return &Poster{api: newClient(cfg)}
+}
+
+func newClient(cfg Config) *slack.Client {
+	opts := []slack.Option{}
+	if cfg.APIURL != "" {
+		u := cfg.APIURL
+		if !strings.HasSuffix(u, "/") {
+			u += "/"
+		}
+		opts = append(opts, slack.OptionAPIURL(u))
+	}
+	if cfg.HTTPClient != nil {
+		opts = append(opts, slack.OptionHTTPClient(cfg.HTTPClient))
+	}
+	if cfg.AppToken != "" {
+		opts = append(opts, slack.OptionAppLevelToken(cfg.AppToken))
+	}
+	return slack.New(cfg.BotToken, opts...)
+}
+
+// Limits implements chat.Poster.
+func (p *Poster) Limits() chat.Limits { return limits }
+
+// render turns Markdown into what Slack is sent.
+func render(text string) string {
+	return chattext.SlackMrkdwn(chattext.Neutralize(text, chattext.Slack))
+}
+
+// threadTS is the thread_ts to post with: none in a direct-message
+// channel, which is one thread whose key is the channel itself.
+func threadTS(thread core.ThreadRef) string {
+	if thread.Thread == thread.Channel {
+		return ""
+	}
+	return thread.Thread
+}
+
+func postOptions(thread core.ThreadRef, text string) []slack.MsgOption {
+	opts := []slack.MsgOption{
+		slack.MsgOptionText(text, false),
+		slack.MsgOptionParse(false),
+		slack.MsgOptionLinkNames(false),
+		slack.MsgOptionDisableLinkUnfurl(),
+	}
+	if ts := threadTS(thread); ts != "" {
+		opts = append(opts, slack.MsgOptionTS(ts))
+	}
+	return opts
+}
+
+// Post implements chat.Poster. The deliverer splits Markdown at
+// Limits().Post characters; converting to mrkdwn can lengthen a part
+// (escaped &, < and >), so a rendered part still too long is posted as
+// several messages. It returns the first message's ts.
+func (p *Poster) Post(ctx context.Context, thread core.ThreadRef, text string) (string, error) {
+	out := render(text)
+	parts := []string{out}
+	if utf8.RuneCountInString(out) > limits.Post {
+		parts = chattext.Split(out, limits.Post)
+	}
+	var first string
+	for _, part := range parts {
+		_, ts, err := p.api.PostMessageContext(ctx, thread.Channel, postOptions(thread, part)...)
+		if err != nil {
+			return first, classify("chat.postMessage", err)
+		}
+		if first == "" {
+			first = ts
+		}
+	}
+	return first, nil
+}
+
+// Update implements chat.Poster: chat.update of message msgID, cut to
+// Limits().Update bytes once rendered.
+func (p *Poster) Update(ctx context.Context, thread core.ThreadRef, msgID, text string) error {
+	out := cutBytes(render(text), limits.Update)
+	_, _, _, err := p.api.UpdateMessageContext(ctx, thread.Channel, msgID,
+		slack.MsgOptionText(out, false), slack.MsgOptionParse(false), slack.MsgOptionLinkNames(false))
+	if err != nil {
+		return classify("chat.update", err)
+	}
+	return nil
+}
+
+// React implements chat.Poster. Adding a reaction that is there already,
+// or removing one that is not, succeeds.
+func (p *Poster) React(ctx context.Context, thread core.ThreadRef, msgID, emoji string, remove bool) error {
+	ref := slack.NewRefToMessage(thread.Channel, msgID)
+	if remove {
+		err := p.api.RemoveReactionContext(ctx, emoji, ref)
+		if err != nil && slackError(err) != "no_reaction" {
+			return classify("reactions.remove", err)
+		}
+		return nil
+	}
+	err := p.api.AddReactionContext(ctx, emoji, ref)
+	if err != nil && slackError(err) != "already_reacted" {
+		return classify("reactions.add", err)
+	}
+	return nil
+}
+
+// Upload implements chat.Poster with files.getUploadURLExternal and
+// files.completeUploadExternal, sharing the file into the thread with
+// comment. It returns the file's id (Slack answers no message ts).
+func (p *Poster) Upload(ctx context.Context, thread core.ThreadRef, name string, r io.Reader, size int64, comment string) (string, error) {
+	if size <= 0 {
+		// Slack refuses empty uploads, and the size is announced first.
+		b, err := io.ReadAll(r)
+		if err != nil {
+			return "", fmt.Errorf("read upload %s: %w", name, err)
+		}
+		if len(b) == 0 {
+			return "", fmt.Errorf("%w: upload %s: the file is empty", chat.ErrPermanent, name)
+		}
+		r, size = strings.NewReader(string(b)), int64(len(b))
+	}
+	f, err := p.api.UploadFileContext(ctx, slack.UploadFileParameters{
+		Reader:          r,
+		FileSize:        int(size),
+		Filename:        name,
+		Title:           name,
+		InitialComment:  render(comment),
+		Channel:         thread.Channel,
+		ThreadTimestamp: threadTS(thread),
+	})
+	if err != nil {
+		return "", classify("upload "+name, err)
+	}
+	return f.ID, nil
+}
+
+// permanentErrors are Slack error codes that retrying cannot fix.
+var permanentErrors = map[string]string{
+	"channel_not_found":   "the channel does not exist or the bot cannot see it",
+	"not_in_channel":      "the bot is not a member of the channel",
+	"is_archived":         "the channel is archived",
+	"invalid_auth":        "the bot token is invalid",
+	"not_authed":          "no bot token was sent",
+	"account_inactive":    "the bot's token was revoked or its workspace deleted",
+	"token_revoked":       "the bot token was revoked",
+	"message_not_found":   "the message no longer exists",
+	"cant_update_message": "the message cannot be edited by the bot",
+	"msg_too_long":        "the message is longer than Slack accepts",
+	"invalid_blocks":      "Slack refused the message's blocks",
+	"no_text":             "the message has no text",
+	"invalid_name":        "the emoji name is not valid",
+	"missing_scope":       "the bot token lacks a scope the call needs",
+	"restricted_action":   "the workspace does not allow the bot to post here",
+}
+
+// classify translates a Web API error: a rate limit into
+// *chat.RateLimitedError, the errors retrying cannot fix into ones
+// wrapping chat.ErrPermanent; the rest stay retryable.
+func classify(op string, err error) error {
+	var rl *slack.RateLimitedError
+	if errors.As(err, &rl) {
+		return &chat.RateLimitedError{After: rl.RetryAfter, Err: fmt.Errorf("%s: %w", op, err)}
+	}
+	code := slackError(err)
+	if why, ok := permanentErrors[code]; ok {
+		return fmt.Errorf("%s: %s (%s): %w", op, why, code, chat.ErrPermanent)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+// slackError returns the error code of a Web API error answer, or "".
+func slackError(err error) string {
+	var v slack.SlackErrorResponse
+	if errors.As(err, &v) {
+		return v.Err
+	}
+	var p *slack.SlackErrorResponse
+	if errors.As(err, &p) {
+		return p.Err
+	}
+	return ""
+}
+
+// cutBytes cuts s to at most n bytes on a character boundary, without
+// leaving half of an HTML entity (&amp;) at the end.
+func cutBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const ellipsis = "…"
+	n -= len(ellipsis)
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	s = s[:n]
+	if i := strings.LastIndexByte(s, '&'); i >= 0 && !strings.Contains(s[i:], ";") {
+		s = s[:i]
+	}
+	if i := strings.LastIndexByte(s, '<'); i >= 0 && !strings.Contains(s[i:], ">") {
+		s = s[:i] // half a link or mention
+	}
+	return s + ellipsis
+}

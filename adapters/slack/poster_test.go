@@ -1,0 +1,164 @@
+package slack
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/baton-bot/baton/core"
+	"github.com/baton-bot/baton/core/chat"
+	"github.com/google/go-cmp/cmp"
+)
+
+func thread(ts string) core.ThreadRef {
+	return core.ThreadRef{Platform: core.PlatformSlack, Team: team, Channel: "C1", Thread: ts}
+}
+
+func TestPosterPost(t *testing.T) {
+	tests := []struct {
+		name   string
+		thread core.ThreadRef
+		text   string
+		want   []call
+	}{
+		{"in the thread, rendered, no pings", thread("1700000000.000100"), "**Done** <!channel> & @here",
+			[]call{{Method: "chat.postMessage", Channel: "C1", ThreadTS: "1700000000.000100", Text: "*Done* @\u200bchannel &amp; @\u200bhere", Parse: "none", LinkNames: "false"}}},
+		{"a direct-message channel is one thread", core.ThreadRef{Platform: core.PlatformSlack, Team: team, Channel: "D1", Thread: "D1"}, "hi",
+			[]call{{Method: "chat.postMessage", Channel: "D1", Text: "hi", Parse: "none", LinkNames: "false"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeSlack(t)
+			p := NewPoster(Config{BotToken: "xoxb-test", APIURL: f.url()})
+			id, err := p.Post(context.Background(), tt.thread, tt.text)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if id == "" {
+				t.Error("Post returned no ts")
+			}
+			if diff := cmp.Diff(tt.want, f.recorded()); diff != "" {
+				t.Errorf("calls (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestPosterPostLongRendering(t *testing.T) {
+	// 2,900 characters of Markdown that escaping makes longer than 3,000.
+	f := newFakeSlack(t)
+	p := NewPoster(Config{BotToken: "xoxb-test", APIURL: f.url()})
+	text := strings.Repeat("a < b\n", 2900/6)
+	if _, err := p.Post(context.Background(), thread("1.1"), text); err != nil {
+		t.Fatal(err)
+	}
+	posts := f.recorded("chat.postMessage")
+	if len(posts) < 2 {
+		t.Fatalf("got %d posts, want the rendered text split", len(posts))
+	}
+	for i, c := range posts {
+		if n := len([]rune(c.Text)); n > 3000 {
+			t.Errorf("post %d has %d characters", i, n)
+		}
+	}
+}
+
+func TestPosterUpdateAndReact(t *testing.T) {
+	f := newFakeSlack(t)
+	p := NewPoster(Config{BotToken: "xoxb-test", APIURL: f.url()})
+	ctx := context.Background()
+	long := strings.Repeat("é", 3000) // 6,000 bytes
+	if err := p.Update(ctx, thread("1.1"), "1.2", long); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.React(ctx, thread("1.1"), "1.1", "eyes", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.React(ctx, thread("1.1"), "1.1", "eyes", true); err != nil {
+		t.Fatal(err)
+	}
+	f.setFail("reactions.add", "already_reacted")
+	f.setFail("reactions.remove", "no_reaction")
+	if err := p.React(ctx, thread("1.1"), "1.1", "eyes", false); err != nil {
+		t.Errorf("already_reacted: %v, want success", err)
+	}
+	if err := p.React(ctx, thread("1.1"), "1.1", "eyes", true); err != nil {
+		t.Errorf("no_reaction: %v, want success", err)
+	}
+	got := f.recorded()
+	if len(got[0].Text) > 3800 || got[0].Method != "chat.update" || got[0].TS != "1.2" {
+		t.Errorf("update = %s ts %s with %d bytes, want chat.update of 1.2 within 3,800 bytes", got[0].Method, got[0].TS, len(got[0].Text))
+	}
+	want := []call{{Method: "reactions.add", Channel: "C1", TS: "1.1", Name: "eyes"}, {Method: "reactions.remove", Channel: "C1", TS: "1.1", Name: "eyes"}}
+	if diff := cmp.Diff(want, got[1:]); diff != "" {
+		t.Errorf("reactions (-want +got):\n%s", diff)
+	}
+}
+
+func TestPosterUpload(t *testing.T) {
+	f := newFakeSlack(t)
+	p := NewPoster(Config{BotToken: "xoxb-test", APIURL: f.url()})
+	content := "# report\n" + strings.Repeat("line\n", 100)
+	id, err := p.Upload(context.Background(), thread("1.1"), "report.md", strings.NewReader(content), int64(len(content)), "Here it is <!here>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := f.recorded("files.completeUploadExternal")
+	want := []call{{Method: "files.completeUploadExternal", Channel: "C1", ThreadTS: "1.1", Text: "Here it is @\u200bhere", Name: id}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("complete (-want +got):\n%s", diff)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.files[id] == nil || string(f.files[id]) != content {
+		t.Errorf("uploaded %q, want the file's content", f.files[id])
+	}
+}
+
+func TestPosterErrors(t *testing.T) {
+	tests := []struct {
+		name      string
+		code      string // error answered; "" for a 429
+		permanent bool
+		after     time.Duration
+		mention   string
+	}{
+		{name: "rate limited", after: 7 * time.Second},
+		{name: "channel gone", code: "channel_not_found", permanent: true},
+		{name: "not in channel", code: "not_in_channel", permanent: true},
+		{name: "archived", code: "is_archived", permanent: true},
+		{name: "bad token", code: "invalid_auth", permanent: true},
+		{name: "revoked", code: "account_inactive", permanent: true},
+		{name: "too long", code: "msg_too_long", permanent: true, mention: "longer than Slack accepts"},
+		{name: "slack trouble", code: "internal_error"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeSlack(t)
+			if tt.code == "" {
+				f.mu.Lock()
+				f.limit["chat.postMessage"] = 1
+				f.mu.Unlock()
+			} else {
+				f.setFail("chat.postMessage", tt.code)
+			}
+			p := NewPoster(Config{BotToken: "xoxb-test", APIURL: f.url()})
+			_, err := p.Post(context.Background(), thread("1.1"), "hi")
+			if err == nil {
+				t.Fatal("Post succeeded")
+			}
+			if got := errors.Is(err, chat.ErrPermanent); got != tt.permanent {
+				t.Errorf("permanent = %v, want %v (%v)", got, tt.permanent, err)
+			}
+			var rl *chat.RateLimitedError
+			if got := errors.As(err, &rl); got != (tt.after > 0) || got && rl.After != tt.after {
+				t.Errorf("rate limit = %v %v, want after %s", got, rl, tt.after)
+			}
+			if !strings.Contains(err.Error(), tt.mention) {
+				t.Errorf("error %q does not say %q", err, tt.mention)
+			}
+		})
+	}
+}
