@@ -15,7 +15,7 @@ require (
 	github.com/slack-go/slack v0.35.0
 )
 
-require github.com/gorilla/websocket v1.5.3 // indirect
+require github.com/gorilla/websocket v1.5.3
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
