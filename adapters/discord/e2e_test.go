@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -60,6 +63,12 @@ func startWorld(t testing.TB) *world {
 // say dispatches a MESSAGE_CREATE from user in channel and returns its id.
 func (w *world) say(channel, guild, user, content string, mention bool) string {
 	w.t.Helper()
+	return w.sayWith(channel, guild, user, content, mention, nil)
+}
+
+// sayWith is say with more fields of the message.
+func (w *world) sayWith(channel, guild, user, content string, mention bool, more map[string]any) string {
+	w.t.Helper()
 	w.msgs++
 	id := fmt.Sprint(7000 + w.msgs)
 	m := map[string]any{
@@ -75,6 +84,7 @@ func (w *world) say(channel, guild, user, content string, mention bool) string {
 	if mention {
 		m["mentions"] = []any{map[string]any{"id": fakeBot, "username": "baton", "bot": true}}
 	}
+	maps.Copy(m, more)
 	w.f.dispatch("MESSAGE_CREATE", m)
 	return id
 }
@@ -215,14 +225,98 @@ func TestOwnMessageIgnored(t *testing.T) {
 	}
 }
 
-func TestDirectMessage(t *testing.T) {
+func TestDirectMessageWithOnlyAFile(t *testing.T) {
 	w := startWorld(t)
+	w.f.mu.Lock()
+	w.f.files["notes.txt"] = "remember the milk"
+	w.f.mu.Unlock()
 	w.sys.LLM.Script(transition("COMPLETE", "Hi there."))
-	id := w.say(fakeDM, "", "42", "hello", false)
+	id := w.sayWith(fakeDM, "", "42", "", false, map[string]any{"attachments": []any{map[string]any{
+		"id": "a1", "filename": "notes.txt", "size": 17, "url": w.f.srv.URL + "/files/notes.txt",
+	}}})
 	w.waitPost(fakeDM, "Hi there.")
 	w.waitReaction("+✅ " + fakeDM + "/" + id)
-	if _, err := w.sys.Store.TaskByThread(context.Background(), core.ThreadRef{Platform: core.PlatformDiscord, Channel: fakeDM, Thread: fakeDM}); err != nil {
-		t.Errorf("no task for the DM channel: %v", err)
+	task, err := w.sys.Store.TaskByThread(context.Background(), core.ThreadRef{Platform: core.PlatformDiscord, Channel: fakeDM, Thread: fakeDM})
+	if err != nil {
+		t.Fatalf("no task for the DM channel: %v", err)
+	}
+	b, err := os.ReadFile(filepath.Join(task.Workspace, "input", "notes.txt"))
+	if err != nil || string(b) != "remember the milk" {
+		t.Errorf("input/notes.txt = %q, %v", b, err)
+	}
+}
+
+func TestMentionInExistingThread(t *testing.T) {
+	w := startWorld(t)
+	const thread = "250"
+	w.f.mu.Lock()
+	w.f.channels[thread] = map[string]any{"id": thread, "type": 11, "guild_id": fakeGuild, "parent_id": fakeText, "name": "login bug"}
+	w.f.history[thread] = []map[string]any{ // newest first, as Discord lists them
+		{"id": "6002", "channel_id": thread, "type": 0, "content": "it fails since Monday", "timestamp": "2026-11-30T10:01:00Z", "author": map[string]any{"id": "43", "username": "bob"}},
+		{"id": "6001", "channel_id": thread, "type": 0, "content": "the login page is broken", "timestamp": "2026-11-30T10:00:00Z", "author": map[string]any{"id": "43", "username": "bob"}},
+	}
+	w.f.mu.Unlock()
+	w.sys.LLM.Script(transition("COMPLETE", "Fixed."))
+	id := w.say(thread, fakeGuild, "42", "<@"+fakeBot+"> please fix this", true)
+	w.waitReaction("+✅ " + thread + "/" + id) // the request lives in the thread
+	w.waitPost(thread, "Fixed.")
+	_, _, _, threads := w.f.snapshot()
+	if len(threads) != 0 {
+		t.Errorf("a thread was created inside a thread: %+v", threads)
+	}
+	w.f.mu.Lock()
+	requests := w.f.requests
+	w.f.mu.Unlock()
+	if diff := cmp.Diff([]string{"history " + thread}, requests); diff != "" {
+		t.Errorf("history requests (-want +got):\n%s", diff)
+	}
+	user := w.sys.LLM.Requests()[0].Messages[1].Text()
+	if i, j := strings.Index(user, "the login page is broken"), strings.Index(user, "it fails since Monday"); i < 0 || j < i {
+		t.Errorf("the thread's earlier messages are not in the request, in order:\n%s", user)
+	}
+}
+
+func TestAbort(t *testing.T) {
+	tests := []struct {
+		name  string
+		abort func(w *world, request string)
+	}{
+		{"/baton abort in the thread", func(w *world, request string) {
+			w.f.dispatch("INTERACTION_CREATE", map[string]any{
+				"id": "i2", "application_id": fakeApp, "type": 2, "token": "tok", "channel_id": request, "guild_id": fakeGuild,
+				"member": map[string]any{"user": map[string]any{"id": "42", "username": "alice"}, "roles": []string{}},
+				"data":   map[string]any{"id": "c1", "name": "baton", "type": 1, "options": []any{map[string]any{"name": "abort", "type": 1}}},
+			})
+		}},
+		{"❌ on the request", func(w *world, request string) {
+			reaction := func(user string) map[string]any {
+				return map[string]any{"user_id": user, "message_id": request, "channel_id": fakeText, "guild_id": fakeGuild,
+					"emoji": map[string]any{"name": "❌"}, "member": map[string]any{"user": map[string]any{"id": user, "username": "alice"}}}
+			}
+			w.f.dispatch("MESSAGE_REACTION_ADD", reaction(fakeBot)) // the bot's own: ignored
+			w.f.dispatch("MESSAGE_REACTION_ADD", reaction("42"))
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := startWorld(t)
+			w.sys.LLM.Script(transition("COMPLETE", "late answer").After(time.Hour))
+			id := w.say(fakeText, fakeGuild, "42", "<@"+fakeBot+"> take your time", true)
+			w.waitReaction("+👀 " + fakeText + "/" + id)
+			waitFor(t, "the slow model call", func() bool { return len(w.sys.LLM.Requests()) > 0 })
+			tt.abort(w, id)
+			w.waitPost(id, "was aborted by")
+			w.waitReaction("+❌ " + fakeText + "/" + id)
+			jobs, err := w.sys.Store.Jobs(context.Background(), core.JobFilter{})
+			if err != nil || len(jobs) != 1 || jobs[0].State != core.JobAborted || jobs[0].AbortedBy != "discord:42" {
+				t.Errorf("jobs = %+v, %v; want one, aborted by discord:42", jobs, err)
+			}
+			for _, p := range w.posts(id) {
+				if strings.Contains(p, "late answer") {
+					t.Errorf("the answer was posted after the abort: %q", p)
+				}
+			}
+		})
 	}
 }
 
