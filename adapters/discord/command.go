@@ -78,8 +78,7 @@ func (a *Adapter) command(ctx context.Context, in *discordgo.Interaction, data d
 		Data: &discordgo.InteractionResponseData{Flags: discordgo.MessageFlagsEphemeral},
 	}, discordgo.WithContext(ctx))
 	if err != nil {
-		var re *discordgo.RESTError
-		if errors.As(err, &re) && re.Message != nil && re.Message.Code == codeUnknownInteraction {
+		if hasCode(err, codeUnknownInteraction) {
 			log.Warn("a /baton command was answered too late (Discord allows 3 seconds); it was not run")
 		} else {
 			log.Error("answering a /baton command failed; it was not run", "err", err)

@@ -99,6 +99,9 @@ type Adapter struct {
 	sem chan struct{} // one token per event being handled
 	wg  sync.WaitGroup
 
+	runMu   sync.Mutex
+	stopped bool // guarded by runMu: Run is done, no more handlers start
+
 	lastEvent atomic.Int64                    // unix nanoseconds of the last dispatch received
 	botID     atomic.Pointer[string]          // the bot's user id, from READY
 	appID     atomic.Pointer[string]          // the application's id, from READY
@@ -190,6 +193,9 @@ func (a *Adapter) Run(ctx context.Context) error {
 	if err := a.s.Close(); err != nil {
 		a.log.Warn("closing the Discord gateway", "err", err)
 	}
+	a.runMu.Lock()
+	a.stopped = true
+	a.runMu.Unlock()
 	a.wg.Wait()
 	return nil
 }
@@ -239,6 +245,12 @@ func (a *Adapter) spawn(f func(ctx context.Context)) {
 	select {
 	case a.sem <- struct{}{}:
 	case <-ctx.Done():
+		return
+	}
+	a.runMu.Lock()
+	defer a.runMu.Unlock()
+	if a.stopped {
+		<-a.sem
 		return
 	}
 	a.wg.Add(1)

@@ -375,3 +375,33 @@ func TestDisallowedIntents(t *testing.T) {
 		t.Errorf("no advice in the log:\n%s", logs)
 	}
 }
+
+func TestLateInteraction(t *testing.T) {
+	w := startWorld(t)
+	w.f.dispatch("INTERACTION_CREATE", map[string]any{
+		"id": "late", "application_id": fakeApp, "type": 2, "token": "tok", "channel_id": fakeText, "guild_id": fakeGuild,
+		"member": map[string]any{"user": map[string]any{"id": "42", "username": "alice"}, "roles": []string{}},
+		"data":   map[string]any{"id": "c1", "name": "baton", "type": 1, "options": []any{map[string]any{"name": "list", "type": 1}}},
+	})
+	waitFor(t, "the late interaction logged", func() bool { return strings.Contains(w.logs.String(), "answered too late") })
+	w.f.mu.Lock()
+	defer w.f.mu.Unlock()
+	if len(w.f.answers) != 0 {
+		t.Errorf("a late interaction was answered: %q", w.f.answers)
+	}
+}
+
+func TestThreadRefused(t *testing.T) {
+	w := startWorld(t)
+	w.f.mu.Lock()
+	w.f.channels["210"] = map[string]any{"id": "210", "type": 0, "guild_id": fakeGuild, "name": "locked-down"}
+	w.f.mu.Unlock()
+	w.say("210", fakeGuild, "42", "<@"+fakeBot+"> help", true)
+	w.waitPost("210", "I lack the Create Public Threads")
+	if !strings.Contains(w.logs.String(), "Baton lacks a permission") {
+		t.Errorf("no clear log line:\n%s", w.logs)
+	}
+	if jobs, _ := w.sys.Store.Jobs(context.Background(), core.JobFilter{}); len(jobs) != 0 {
+		t.Errorf("a job started without a thread: %+v", jobs)
+	}
+}

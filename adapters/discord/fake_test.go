@@ -47,6 +47,7 @@ type fakeDiscord struct {
 	intents   []int
 	limited   int  // POST messages answered with 429 before the next succeeds
 	refuse    bool // close the gateway with 4014 after identify
+	archived  map[string]bool
 	requests  []string
 	conn      *websocket.Conn
 	connWrite sync.Mutex
@@ -69,7 +70,7 @@ func newFake(t testing.TB) *fakeDiscord {
 	t.Helper()
 	f := &fakeDiscord{t: t, channels: map[string]map[string]any{
 		fakeText: {"id": fakeText, "type": 0, "guild_id": fakeGuild, "name": "general"},
-	}, history: map[string][]map[string]any{}, files: map[string]string{}}
+	}, history: map[string][]map[string]any{}, files: map[string]string{}, archived: map[string]bool{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/gateway", func(w http.ResponseWriter, r *http.Request) {
 		reply(w, map[string]any{"url": "ws://" + r.Host + "/gw"})
@@ -84,6 +85,19 @@ func newFake(t testing.TB) *fakeDiscord {
 			return
 		}
 		reply(w, ch)
+	})
+	mux.HandleFunc("PATCH /api/channels/{c}", func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Archived *bool `json:"archived"`
+		}
+		json.NewDecoder(r.Body).Decode(&body)
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.requests = append(f.requests, "edit channel "+r.PathValue("c"))
+		if body.Archived != nil && !*body.Archived {
+			delete(f.archived, r.PathValue("c"))
+		}
+		reply(w, map[string]any{"id": r.PathValue("c"), "type": 11})
 	})
 	mux.HandleFunc("GET /api/channels/{c}/messages", func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
@@ -117,6 +131,10 @@ func newFake(t testing.TB) *fakeDiscord {
 		}
 		json.NewDecoder(r.Body).Decode(&body)
 		c, m := r.PathValue("c"), r.PathValue("m")
+		if c == "210" {
+			apiError(w, http.StatusForbidden, 50013, "Missing Permissions")
+			return
+		}
 		th := map[string]any{"id": m, "type": 11, "guild_id": fakeGuild, "parent_id": c, "name": body.Name}
 		f.mu.Lock()
 		f.threads = append(f.threads, threadStart{Channel: c, Message: m, Name: body.Name, Type: body.Type})
@@ -125,6 +143,10 @@ func newFake(t testing.TB) *fakeDiscord {
 		reply(w, th)
 	})
 	mux.HandleFunc("POST /api/interactions/{id}/{token}/callback", func(w http.ResponseWriter, r *http.Request) {
+		if r.PathValue("id") == "late" {
+			apiError(w, http.StatusNotFound, 10062, "Unknown interaction")
+			return
+		}
 		var body struct {
 			Type int `json:"type"`
 			Data struct {
@@ -207,6 +229,10 @@ func (f *fakeDiscord) postMessage(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusTooManyRequests)
 		io.WriteString(w, `{"message": "You are being rate limited.", "retry_after": 2.5, "global": false}`)
+		return
+	}
+	if f.archived[s.Channel] {
+		apiError(w, http.StatusBadRequest, 50083, "Thread is archived")
 		return
 	}
 	switch s.Channel {

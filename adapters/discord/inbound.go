@@ -2,7 +2,6 @@ package discord
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -114,8 +113,7 @@ func (a *Adapter) startThread(ctx context.Context, m *discordgo.Message, text st
 		// a thread must be public for everyone in the channel to follow.
 		Type: discordgo.ChannelTypeGuildPublicThread,
 	}, discordgo.WithContext(ctx))
-	var re *discordgo.RESTError
-	if errors.As(err, &re) && re.Message != nil && re.Message.Code == codeThreadExists {
+	if hasCode(err, codeThreadExists) {
 		return m.ID, nil
 	}
 	if err != nil {
@@ -214,12 +212,8 @@ func (a *Adapter) say(ctx context.Context, channel, text string) {
 
 // plainReason is the sentence a person sees for a failed thread creation.
 func plainReason(err error) string {
-	var re *discordgo.RESTError
-	if errors.As(err, &re) && re.Message != nil {
-		switch re.Message.Code {
-		case codeMissingPermissions, codeMissingAccess:
-			return "I lack the Create Public Threads or Send Messages in Threads permission in this channel."
-		}
+	if hasCode(err, codeMissingPermissions) || hasCode(err, codeMissingAccess) {
+		return "I lack the Create Public Threads or Send Messages in Threads permission in this channel."
 	}
 	return "Discord refused it; please try again in a moment."
 }

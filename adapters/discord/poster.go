@@ -48,20 +48,39 @@ const (
 	codeUnknownMessage     = 10008
 	codeMissingAccess      = 50001
 	codeMissingPermissions = 50013
+	codeThreadArchived     = 50083
 )
 
 // Post implements chat.Poster: text in the thread's channel (the thread
 // itself, or the DM channel), pinging nobody.
 func (a *Adapter) Post(ctx context.Context, thread core.ThreadRef, text string) (string, error) {
 	ch := postChannel(thread)
-	m, err := a.s.ChannelMessageSendComplex(ch, &discordgo.MessageSend{
-		Content:         chattext.Neutralize(text, chattext.Discord),
-		AllowedMentions: noPings(),
-	}, discordgo.WithContext(ctx))
+	send := &discordgo.MessageSend{Content: chattext.Neutralize(text, chattext.Discord), AllowedMentions: noPings()}
+	m, err := a.s.ChannelMessageSendComplex(ch, send, discordgo.WithContext(ctx))
+	if hasCode(err, codeThreadArchived) && a.unarchive(ctx, ch) {
+		m, err = a.s.ChannelMessageSendComplex(ch, send, discordgo.WithContext(ctx))
+	}
 	if err != nil {
 		return "", a.deliveryErr("post", ch, err)
 	}
 	return m.ID, nil
+}
+
+// unarchive reopens an archived thread so that Baton can post in it again;
+// it reports whether that worked (a locked thread stays closed).
+func (a *Adapter) unarchive(ctx context.Context, thread string) bool {
+	_, err := a.s.ChannelEditComplex(thread, &discordgo.ChannelEdit{Archived: new(false)}, discordgo.WithContext(ctx))
+	if err != nil {
+		a.log.Warn("the task's thread is archived and Baton cannot reopen it (Manage Threads, or the thread is locked)", "thread", thread, "err", err)
+		return false
+	}
+	return true
+}
+
+// hasCode reports whether err is Discord's JSON error code.
+func hasCode(err error, code int) bool {
+	var re *discordgo.RESTError
+	return errors.As(err, &re) && re.Message != nil && re.Message.Code == code
 }
 
 // Update implements chat.Poster: it edits one of the bot's messages.

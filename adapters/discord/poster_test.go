@@ -158,6 +158,19 @@ func TestPosterErrors(t *testing.T) {
 	}
 }
 
+func TestPostArchivedThread(t *testing.T) {
+	f := newFake(t)
+	f.archived["7001"] = true
+	a, _ := newAdapter(t, nopService{}, Config{APIURL: f.apiURL()})
+	if _, err := a.Post(context.Background(), taskThread, "still here"); err != nil {
+		t.Fatal(err)
+	}
+	posts, _, _, _ := f.snapshot()
+	if len(posts) != 1 || posts[0].Channel != "7001" || f.requests[0] != "edit channel 7001" {
+		t.Errorf("posts = %+v, requests = %v; want the thread reopened, then the post", posts, f.requests)
+	}
+}
+
 func TestRewrite(t *testing.T) {
 	var got []string
 	next := roundTripFunc(func(r *http.Request) (*http.Response, error) {
