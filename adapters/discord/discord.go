@@ -22,6 +22,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -66,7 +67,9 @@ type Config struct {
 	Logger     *slog.Logger
 	// Transport carries the HTTP requests; nil: http.DefaultTransport.
 	Transport http.RoundTripper
-	// Workers bounds the events handled at once; default 16.
+	// Workers is how many messages and reactions are handled at once,
+	// and separately how many /baton commands; default 16. Messages of
+	// one channel are handled in order.
 	Workers int
 }
 
@@ -84,6 +87,10 @@ const (
 // requestTimeout bounds one REST request.
 const requestTimeout = 20 * time.Second
 
+// laneQueue is how many events may wait in one lane before the gateway's
+// reader waits for it.
+const laneQueue = 64
+
 // historyLimit is how many earlier messages of a thread a task starts with.
 const historyLimit = 100
 
@@ -96,8 +103,9 @@ type Adapter struct {
 	log *slog.Logger
 	s   *discordgo.Session
 
-	sem chan struct{} // one token per event being handled
-	wg  sync.WaitGroup
+	sem   chan struct{}                // one token per command being handled
+	lanes []chan func(context.Context) // messages and reactions, by channel
+	wg    sync.WaitGroup
 
 	runMu   sync.Mutex
 	stopped bool // guarded by runMu: Run is done, no more handlers start
@@ -155,7 +163,11 @@ func New(svc Service, cfg Config) (*Adapter, error) {
 	// bounded set of goroutines.
 	s.SyncEvents = true
 	a := &Adapter{svc: svc, cfg: cfg, log: cfg.Logger.With("platform", "discord"), s: s,
-		sem: make(chan struct{}, cfg.Workers), channels: map[string]channelInfo{}}
+		sem: make(chan struct{}, cfg.Workers), lanes: make([]chan func(context.Context), cfg.Workers),
+		channels: map[string]channelInfo{}}
+	for i := range a.lanes {
+		a.lanes[i] = make(chan func(context.Context), laneQueue)
+	}
 	s.AddHandler(a.onEvent)
 	s.AddHandler(a.onReady)
 	s.AddHandler(a.onMessage)
@@ -171,6 +183,16 @@ func New(svc Service, cfg Config) (*Adapter, error) {
 // not enabled; the log says so).
 func (a *Adapter) Run(ctx context.Context) error {
 	a.ctx.Store(&ctx)
+	for _, lane := range a.lanes {
+		a.wg.Add(1)
+		go func() {
+			defer a.wg.Done()
+			for f := range lane {
+				a.safely(ctx, f)
+			}
+		}()
+	}
+	defer a.stop()
 	if err := a.s.Open(); err != nil {
 		var ce *websocket.CloseError
 		if errors.As(err, &ce) {
@@ -193,11 +215,20 @@ func (a *Adapter) Run(ctx context.Context) error {
 	if err := a.s.Close(); err != nil {
 		a.log.Warn("closing the Discord gateway", "err", err)
 	}
+	return nil
+}
+
+// stop lets no more events in and waits for those being handled.
+func (a *Adapter) stop() {
 	a.runMu.Lock()
-	a.stopped = true
+	if !a.stopped {
+		a.stopped = true
+		for _, lane := range a.lanes {
+			close(lane)
+		}
+	}
 	a.runMu.Unlock()
 	a.wg.Wait()
-	return nil
 }
 
 // LastEvent returns when the gateway was last heard from (a dispatch or a
@@ -238,8 +269,10 @@ func (a *Adapter) runCtx() context.Context {
 	return context.Background()
 }
 
-// spawn runs f on one of the bounded goroutines, waiting for a free one:
-// a burst of events slows the gateway's reader instead of piling up.
+// spawn runs f on a goroutine of its own, at most Workers at once, waiting
+// for a free one: a burst slows the gateway's reader instead of piling up.
+// Commands take this way so that one is never stuck behind a slow message
+// (an attachment's download) and is answered within Discord's 3 seconds.
 func (a *Adapter) spawn(f func(ctx context.Context)) {
 	ctx := a.runCtx()
 	select {
@@ -257,13 +290,36 @@ func (a *Adapter) spawn(f func(ctx context.Context)) {
 	go func() {
 		defer a.wg.Done()
 		defer func() { <-a.sem }()
-		defer func() {
-			if r := recover(); r != nil {
-				a.log.Error("handling a Discord event panicked", "panic", r)
-			}
-		}()
-		f(ctx)
+		a.safely(ctx, f)
 	}()
+}
+
+// queue runs f in the lane of key (a channel id), after the events of that
+// channel received before it; it waits while the lane is full.
+func (a *Adapter) queue(key string, f func(ctx context.Context)) {
+	ctx := a.runCtx()
+	h := fnv.New32a()
+	h.Write([]byte(key))
+	lane := a.lanes[h.Sum32()%uint32(len(a.lanes))]
+	a.runMu.Lock()
+	defer a.runMu.Unlock()
+	if a.stopped {
+		return
+	}
+	select {
+	case lane <- f:
+	case <-ctx.Done():
+	}
+}
+
+// safely runs f, turning a panic into a log line.
+func (a *Adapter) safely(ctx context.Context, f func(ctx context.Context)) {
+	defer func() {
+		if r := recover(); r != nil {
+			a.log.Error("handling a Discord event panicked", "panic", r)
+		}
+	}()
+	f(ctx)
 }
 
 func (a *Adapter) onEvent(_ *discordgo.Session, e *discordgo.Event) {

@@ -37,8 +37,7 @@ func startWorld(t testing.TB) *world {
 	t.Helper()
 	sys := chattest.Start(t, chattest.Options{})
 	f := newFake(t)
-	// One event at a time: the tests' events are then handled in order.
-	a, logs := newAdapter(t, sys.Service, Config{APIURL: f.apiURL(), GuildID: fakeGuild, IgnoreBots: true, Workers: 1})
+	a, logs := newAdapter(t, sys.Service, Config{APIURL: f.apiURL(), GuildID: fakeGuild, IgnoreBots: true})
 	d := outbox.New(sys.Store, core.PlatformDiscord, a, outbox.Config{Split: chattext.Split, Poll: 20 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	runErr, delivered := make(chan error, 1), make(chan struct{})
@@ -212,8 +211,8 @@ func TestOwnMessageIgnored(t *testing.T) {
 	w := startWorld(t)
 	w.sys.LLM.Script(transition("COMPLETE", "ok"))
 	w.say(fakeText, fakeGuild, fakeBot, "<@"+fakeBot+"> talking to myself", true)
-	// Events are handled in order: once the next request is answered, the
-	// bot's own message was long dropped.
+	// Messages of one channel are handled in order: once the next request
+	// is answered, the bot's own message was long dropped.
 	id := w.say(fakeText, fakeGuild, "42", "<@"+fakeBot+"> hello", true)
 	w.waitReaction("+✅ " + fakeText + "/" + id)
 	_, _, _, threads := w.f.snapshot()

@@ -34,7 +34,7 @@ func (a *Adapter) onMessage(_ *discordgo.Session, e *discordgo.MessageCreate) {
 	if m.Type != discordgo.MessageTypeDefault && m.Type != discordgo.MessageTypeReply {
 		return // thread created, pins, joins…
 	}
-	a.spawn(func(ctx context.Context) { a.message(ctx, m, bot) })
+	a.queue(m.ChannelID, func(ctx context.Context) { a.message(ctx, m, bot) })
 }
 
 // message hands one message over to the service.
@@ -177,7 +177,7 @@ func (a *Adapter) onReaction(_ *discordgo.Session, e *discordgo.MessageReactionA
 	}
 	r := *e.MessageReaction
 	member := e.Member
-	a.spawn(func(ctx context.Context) {
+	a.queue(r.ChannelID, func(ctx context.Context) {
 		who := author(nil, member)
 		if who.ID == "" {
 			who = chat.Author{ID: "discord:" + r.UserID}
