@@ -233,25 +233,22 @@ func (a *Adapter) stop() {
 
 // LastEvent returns when the gateway was last heard from (a dispatch or a
 // heartbeat acknowledgement), for /readyz and metrics; zero before Run
-// connected.
+// connected. It never waits for a connection under way.
 func (a *Adapter) LastEvent() time.Time {
 	var last time.Time
 	if n := a.lastEvent.Load(); n != 0 {
 		last = time.Unix(0, n)
 	}
-	a.s.RLock()
+	if a.botID.Load() == nil || !a.s.TryRLock() {
+		return last // not connected yet, or discordgo is (re)connecting
+	}
 	ack := a.s.LastHeartbeatAck
 	a.s.RUnlock()
-	if !a.connected() {
-		return last
-	}
 	if ack.After(last) {
 		return ack
 	}
 	return last
 }
-
-func (a *Adapter) connected() bool { return a.botID.Load() != nil }
 
 // botUser returns the bot's user id ("" before READY).
 func (a *Adapter) botUser() string {
