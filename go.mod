@@ -15,7 +15,10 @@ require (
 	github.com/slack-go/slack v0.35.0
 )
 
-require github.com/gorilla/websocket v1.5.3
+require (
+	github.com/bwmarrin/discordgo v0.29.0
+	github.com/gorilla/websocket v1.5.3
+)
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect

@@ -5,4 +5,17 @@
 // calls on core's conversation service, and delivers the outbox within
 // Discord's rate-limit buckets with mentions neutralised. It never imports the
 // queue; the bot package wires it to the rest of Baton.
+//
+// A mention of the bot in a text channel starts a task in a public thread
+// created from that message: the thread's id (equal to the message's) is
+// the task's key, and later messages in the thread are its comments. A
+// mention inside an existing thread makes that thread a task and hands over
+// its earlier messages once. A direct-message channel is one task. The
+// /baton application command (status, abort, retry, list, help) is
+// registered at start and answered with a deferred ephemeral response.
+//
+// Every REST call, and the question for the gateway's address, goes to
+// Config.APIURL through the session's HTTP client. Discord's rate limits
+// are per process: run one Adapter, in the process that delivers the
+// Discord outbox.
 package discord

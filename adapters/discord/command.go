@@ -1,0 +1,128 @@
+package discord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/bwmarrin/discordgo"
+
+	"github.com/baton-bot/baton/core"
+	"github.com/baton-bot/baton/core/chat"
+	"github.com/baton-bot/baton/core/chattext"
+)
+
+// commandName is the application command Baton registers.
+const commandName = "baton"
+
+// codeUnknownInteraction is Discord's answer to a response sent after the
+// interaction's 3 seconds ran out.
+const codeUnknownInteraction = 10062
+
+// commands is /baton with its subcommands; status, abort and retry take an
+// optional task number (inside a task's thread the task is implicit).
+func commands() []*discordgo.ApplicationCommand {
+	task := []*discordgo.ApplicationCommandOption{{
+		Type: discordgo.ApplicationCommandOptionInteger, Name: "task",
+		Description: "The task's number (inside a task's thread: that task)", MinValue: new(float64(1)),
+	}}
+	sub := func(name, desc string, opts []*discordgo.ApplicationCommandOption) *discordgo.ApplicationCommandOption {
+		return &discordgo.ApplicationCommandOption{Type: discordgo.ApplicationCommandOptionSubCommand, Name: name, Description: desc, Options: opts}
+	}
+	return []*discordgo.ApplicationCommand{{
+		Name:        commandName,
+		Description: "Baton's tasks: status, abort, retry, list, help",
+		Options: []*discordgo.ApplicationCommandOption{
+			sub("status", "Show a task's job: piece, movement, tokens, time", task),
+			sub("abort", "Stop a task's running job", task),
+			sub("retry", "Run a task's failed or aborted job again from where it stopped", task),
+			sub("list", "List your active tasks (admins: everyone's)", nil),
+			sub("help", "How to use Baton", nil),
+		},
+	}}
+}
+
+// register overwrites the application's commands with /baton: in the guild
+// when GuildID is set (available at once), else globally.
+func (a *Adapter) register(ctx context.Context) error {
+	app := a.appID.Load()
+	if app == nil {
+		return errors.New("discord: no application id (READY not received)")
+	}
+	if _, err := a.s.ApplicationCommandBulkOverwrite(*app, a.cfg.GuildID, commands(), discordgo.WithContext(ctx)); err != nil {
+		return fmt.Errorf("discord: register /%s: %w", commandName, err)
+	}
+	return nil
+}
+
+func (a *Adapter) onInteraction(_ *discordgo.Session, e *discordgo.InteractionCreate) {
+	if e.Interaction == nil || e.Type != discordgo.InteractionApplicationCommand {
+		return
+	}
+	data := e.ApplicationCommandData()
+	if data.Name != commandName {
+		return
+	}
+	in := e.Interaction
+	a.spawn(func(ctx context.Context) { a.command(ctx, in, data) })
+}
+
+// command answers /baton within Discord's 3 seconds with a deferred
+// ephemeral response, runs the command and edits the response with the
+// answer.
+func (a *Adapter) command(ctx context.Context, in *discordgo.Interaction, data discordgo.ApplicationCommandInteractionData) {
+	log := a.log.With("interaction", in.ID, "channel", in.ChannelID)
+	err := a.s.InteractionRespond(in, &discordgo.InteractionResponse{
+		Type: discordgo.InteractionResponseDeferredChannelMessageWithSource,
+		Data: &discordgo.InteractionResponseData{Flags: discordgo.MessageFlagsEphemeral},
+	}, discordgo.WithContext(ctx))
+	if err != nil {
+		if hasCode(err, codeUnknownInteraction) {
+			log.Warn("a /baton command was answered too late (Discord allows 3 seconds); it was not run")
+		} else {
+			log.Error("answering a /baton command failed; it was not run", "err", err)
+		}
+		return
+	}
+	c := chat.Command{Author: author(in.User, in.Member), Channel: "discord:" + in.ChannelID}
+	if len(data.Options) > 0 {
+		sub := data.Options[0]
+		c.Name = sub.Name
+		for _, o := range sub.Options {
+			if o.Name == "task" && o.Type == discordgo.ApplicationCommandOptionInteger {
+				c.Args = "#" + strconv.FormatInt(o.IntValue(), 10)
+			}
+		}
+	}
+	switch {
+	case in.GuildID == "":
+		c.Thread = core.ThreadRef{Platform: core.PlatformDiscord, Channel: in.ChannelID, Thread: in.ChannelID}
+		c.InThread, c.Direct = true, true
+	default:
+		info, err := a.channel(ctx, in.ChannelID)
+		if err != nil {
+			log.Warn("looking up the channel of a /baton command failed", "err", err)
+		}
+		if info.thread {
+			c.Thread, c.InThread = ref(in.ChannelID, info), true
+			c.Channel = "discord:" + info.parent
+		}
+	}
+	text := "Something went wrong; please try again."
+	reply, err := a.svc.HandleCommand(ctx, c)
+	if err != nil {
+		log.Error("running a /baton command failed", "command", c.Name, "err", err)
+	} else if reply.Text != "" {
+		text = reply.Text
+	} else {
+		text = "Done."
+	}
+	parts := chattext.Split(chattext.Neutralize(text, chattext.Discord), 2000)
+	if len(parts) == 0 {
+		parts = []string{"Done."}
+	}
+	if _, err := a.s.InteractionResponseEdit(in, &discordgo.WebhookEdit{Content: &parts[0], AllowedMentions: noPings()}, discordgo.WithContext(ctx)); err != nil {
+		log.Error("editing the answer of a /baton command failed", "err", err)
+	}
+}
