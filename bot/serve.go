@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/baton-bot/baton/adapters/api"
+	"github.com/baton-bot/baton/adapters/discord"
+	"github.com/baton-bot/baton/adapters/slack"
 	"github.com/baton-bot/baton/core"
 )
 
@@ -19,11 +21,6 @@ import (
 // taking requests, lets running jobs finish for workers.shutdown_grace and
 // requeues the rest.
 func (m *Main) serveAll(ctx context.Context, cmd string, workers bool) error {
-	for key, on := range map[string]bool{"slack.enabled": m.Config.Slack.Enabled, "discord.enabled": m.Config.Discord.Enabled} {
-		if on {
-			return &exitError{code: exitInternal, err: fmt.Errorf("baton %s: %s: the adapter is not available yet", cmd, key)}
-		}
-	}
 	sys, err := newSystem(ctx, m.Config, m.Logger, systemOptions{converse: true})
 	if err != nil {
 		return m.systemErr(cmd, err)
@@ -50,10 +47,16 @@ func (m *Main) serveAll(ctx context.Context, cmd string, workers bool) error {
 		go func() { _ = adminSrv.Serve(aln) }()
 		m.Logger.Info("admin endpoints on", "addr", aln.Addr().String())
 	}
-	sys.metrics.watch(gauges{store: sys.store, queue: sys.queue})
-	sys.opsRoutes(ops)
 	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWork()
+	adapterErr := make(chan error, 2)
+	lastEvent, err := m.startAdapters(workCtx, sys, mux, adapterErr)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	sys.metrics.watch(gauges{store: sys.store, queue: sys.queue, lastEvent: lastEvent})
+	sys.opsRoutes(ops)
 	if token := m.Config.API.Token.Reveal(); token != "" {
 		mux.Handle("/api/", api.New(sys.chat, sys.store, api.Config{Token: token, Logger: m.Logger}).Handler())
 		sys.deliver(workCtx, core.PlatformAPI, api.Poster{})
@@ -87,12 +90,17 @@ func (m *Main) serveAll(ctx context.Context, cmd string, workers bool) error {
 	}
 	m.Logger.Info("baton "+cmd+" started", "http", ln.Addr().String(), "queue", queueKind(m.Config), "workers", nWorkers)
 
+	var fatal error
 	select {
 	case <-ctx.Done():
 	case err := <-httpErr:
 		if !errors.Is(err, http.ErrServerClosed) {
 			m.Logger.Error("HTTP server failed", "err", err)
+			fatal = err
 		}
+	case err := <-adapterErr:
+		m.Logger.Error("an adapter stopped; shutting down", "err", err)
+		fatal = err
 	}
 	shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -105,7 +113,57 @@ func (m *Main) serveAll(ctx context.Context, cmd string, workers bool) error {
 	stopWork()
 	wg.Wait()
 	m.Logger.Info("baton " + cmd + " stopped")
+	if fatal != nil {
+		return &exitError{code: exitInternal, err: fmt.Errorf("baton %s: %w", cmd, fatal)}
+	}
 	return nil
+}
+
+// startAdapters starts the enabled chat adapters and their deliverers
+// (only the process that runs an adapter posts for its platform: Discord's
+// rate limits are per process). An adapter that stops with an error (a
+// bad token, a refused intent) is reported on errc. It returns the
+// adapters' last-event clocks for /metrics.
+func (m *Main) startAdapters(ctx context.Context, sys *system, mux *http.ServeMux, errc chan<- error) (map[string]func() time.Time, error) {
+	last := map[string]func() time.Time{}
+	run := func(name string, fn func(context.Context) error) {
+		go func() {
+			if err := fn(ctx); err != nil && ctx.Err() == nil {
+				errc <- fmt.Errorf("%s: %w", name, err)
+			}
+		}()
+	}
+	if c := m.Config.Slack; c.Enabled {
+		a, err := slack.New(sys.chat, slack.Config{
+			BotToken: c.BotToken.Reveal(), AppToken: c.AppToken.Reveal(), SigningSecret: c.SigningSecret.Reveal(),
+			APIURL: c.APIURL, Mode: c.Mode, RequireMention: c.RequireMention, IgnoreBots: c.IgnoreBots,
+			Logger: m.Logger.With("adapter", "slack"),
+		})
+		if err != nil {
+			return nil, &exitError{code: exitUsage, err: fmt.Errorf("slack: %w", err)}
+		}
+		sys.deliver(ctx, core.PlatformSlack, a.Poster())
+		if c.Mode == "http" {
+			mux.Handle("/slack/", a.Handler())
+		}
+		run("slack", a.Run)
+		last["slack"] = a.LastEvent
+		m.Logger.Info("Slack adapter on", "mode", c.Mode)
+	}
+	if c := m.Config.Discord; c.Enabled {
+		a, err := discord.New(sys.chat, discord.Config{
+			Token: c.BotToken.Reveal(), APIURL: c.APIURL, GuildID: c.GuildID,
+			RequireMention: c.RequireMention, IgnoreBots: c.IgnoreBots, Logger: m.Logger.With("adapter", "discord"),
+		})
+		if err != nil {
+			return nil, &exitError{code: exitUsage, err: fmt.Errorf("discord: %w", err)}
+		}
+		sys.deliver(ctx, core.PlatformDiscord, a)
+		run("discord", a.Run)
+		last["discord"] = a.LastEvent
+		m.Logger.Info("Discord adapter on")
+	}
+	return last, nil
 }
 
 func queueKind(cfg Config) string {
