@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/baton-bot/baton/adapters/api"
@@ -126,6 +128,7 @@ func (m *Main) serveAll(ctx context.Context, cmd string, workers bool) error {
 // adapters' last-event clocks for /metrics.
 func (m *Main) startAdapters(ctx context.Context, sys *system, mux *http.ServeMux, errc chan<- error) (map[string]func() time.Time, error) {
 	last := map[string]func() time.Time{}
+	sys.ready = map[string]func(context.Context) error{}
 	run := func(name string, fn func(context.Context) error) {
 		go func() {
 			if err := fn(ctx); err != nil && ctx.Err() == nil {
@@ -148,6 +151,7 @@ func (m *Main) startAdapters(ctx context.Context, sys *system, mux *http.ServeMu
 		}
 		run("slack", a.Run)
 		last["slack"] = a.LastEvent
+		sys.ready["slack"] = identified(ctx, a.Identify, m.Logger)
 		m.Logger.Info("Slack adapter on", "mode", c.Mode)
 	}
 	if c := m.Config.Discord; c.Enabled {
@@ -161,6 +165,13 @@ func (m *Main) startAdapters(ctx context.Context, sys *system, mux *http.ServeMu
 		sys.deliver(ctx, core.PlatformDiscord, a)
 		run("discord", a.Run)
 		last["discord"] = a.LastEvent
+		sys.ready["discord"] = func(context.Context) error {
+			// The gateway's heartbeat acks count as events.
+			if t := a.LastEvent(); t.IsZero() || time.Since(t) > 2*time.Minute {
+				return errors.New("no gateway event for 2 minutes")
+			}
+			return nil
+		}
 		m.Logger.Info("Discord adapter on")
 	}
 	return last, nil
@@ -201,7 +212,41 @@ func (s *system) opsRoutes(mux *http.ServeMux) {
 			http.Error(w, "queue: unreachable", http.StatusServiceUnavailable)
 			return
 		}
+		for name, check := range s.ready {
+			if err := check(rctx); err != nil {
+				http.Error(w, name+": "+err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+		}
 		fmt.Fprintln(w, "ready")
 	})
 	mux.Handle("GET /metrics", s.metrics.handler())
+}
+
+// identified checks an adapter's credentials once a minute in the
+// background and reports the last result, so that /readyz turns false on a
+// revoked token without calling the platform on every probe.
+func identified(ctx context.Context, identify func(context.Context) error, log *slog.Logger) func(context.Context) error {
+	var last atomic.Pointer[error]
+	pending := errors.New("not checked yet")
+	last.Store(&pending)
+	go func() {
+		t := time.NewTicker(time.Minute)
+		defer t.Stop()
+		for {
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			err := identify(cctx)
+			cancel()
+			if err != nil && ctx.Err() == nil {
+				log.Warn("adapter credentials check failed", "err", err)
+			}
+			last.Store(&err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func(context.Context) error { return *last.Load() }
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
@@ -166,5 +167,75 @@ func TestServeAdminAddr(t *testing.T) {
 	stop()
 	if code := <-done; code != 0 {
 		t.Errorf("serve exit %d", code)
+	}
+}
+
+// TestServeSlackCredentials: a refused bot token stops baton serve with a
+// clear line; an accepted one makes /readyz say ready.
+func TestServeSlackCredentials(t *testing.T) {
+	for _, tc := range []struct {
+		name, authTest string
+		wantCode       int
+		wantLog        string
+	}{
+		{"refused", `{"ok":false,"error":"invalid_auth"}`, 1, "check SLACK_BOT_TOKEN"},
+		{"accepted", `{"ok":true,"user_id":"UBATON","bot_id":"BBATON","team_id":"T1","user":"baton"}`, 0, "Slack adapter on"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				fmt.Fprint(w, tc.authTest)
+			}))
+			defer api.Close()
+			conf := writeConfig(t, "http:\n  addr: 127.0.0.1:0\nslack:\n  enabled: true\n  mode: http\n  api_url: "+api.URL+"/\ntools:\n  bash:\n    sandbox: none\n")
+			env := map[string]string{"BATON_DATA_DIR": t.TempDir(), "SLACK_BOT_TOKEN": "xoxb-secret", "SLACK_SIGNING_SECRET": "sig-secret"}
+			ctx, stop := context.WithCancel(context.Background())
+			defer stop()
+			var stderr syncBuffer
+			done := make(chan int, 1)
+			go func() {
+				m := NewMain()
+				m.Stdout, m.Stderr, m.Env = &bytes.Buffer{}, &stderr, mapEnv(env)
+				done <- m.Report(m.Run(ctx, []string{"serve", "--config", conf}))
+			}()
+			if tc.wantCode != 0 {
+				select {
+				case code := <-done:
+					if code != tc.wantCode || !strings.Contains(stderr.String(), tc.wantLog) {
+						t.Errorf("exit %d, want %d with %q:\n%s", code, tc.wantCode, tc.wantLog, stderr.String())
+					}
+				case <-time.After(30 * time.Second):
+					t.Fatalf("serve kept running with a refused token:\n%s", stderr.String())
+				}
+				return
+			}
+			var base string
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				if m := regexp.MustCompile(`baton serve started" http=(\S+)`).FindStringSubmatch(stderr.String()); m != nil && base == "" {
+					base = "http://" + m[1]
+				}
+				if base != "" {
+					resp, err := http.Get(base + "/readyz")
+					if err == nil {
+						resp.Body.Close()
+						if resp.StatusCode == 200 {
+							break
+						}
+					}
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("never ready:\n%s", stderr.String())
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			stop()
+			<-done
+			for _, secret := range []string{"xoxb-secret", "sig-secret"} {
+				if strings.Contains(stderr.String(), secret) {
+					t.Errorf("%s reached the log", secret)
+				}
+			}
+		})
 	}
 }

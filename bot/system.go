@@ -41,6 +41,7 @@ type system struct {
 	rec      *worker.Reconciler
 	chat     *chat.Service // nil without conversations (baton run)
 	metrics  *metrics
+	ready    map[string]func(context.Context) error // adapters' readiness, by name
 	closers  []func() error
 
 	mu         sync.Mutex
