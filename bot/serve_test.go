@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/baton-bot/baton/core/llmtest"
+	"github.com/baton-bot/baton/queue/redistest"
 )
 
 // TestServeTaskAPI runs `baton serve` and talks to it over real HTTP:
@@ -237,5 +238,60 @@ func TestServeSlackCredentials(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestReadyzFollowsRedis: /readyz turns false when Redis stops, and back
+// when it returns; the process keeps running.
+func TestReadyzFollowsRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	conf := writeConfig(t, "http:\n  addr: 127.0.0.1:0\ntools:\n  bash:\n    sandbox: none\n")
+	env := map[string]string{"BATON_DATA_DIR": t.TempDir(), "REDIS_URL": "redis://" + srv.Addr() + "/0"}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	var stderr syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		m := NewMain()
+		m.Stdout, m.Stderr, m.Env = &bytes.Buffer{}, &stderr, mapEnv(env)
+		done <- m.Report(m.Run(ctx, []string{"serve", "--config", conf}))
+	}()
+	var base string
+	deadline := time.Now().Add(30 * time.Second)
+	for base == "" {
+		if m := regexp.MustCompile(`baton serve started" http=(\S+)`).FindStringSubmatch(stderr.String()); m != nil {
+			base = "http://" + m[1]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve did not start:\n%s", stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ready := func(want int) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			resp, err := http.Get(base + "/readyz")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("/readyz = %d, want %d", resp.StatusCode, want)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	ready(http.StatusOK)
+	srv.Kill(t)
+	ready(http.StatusServiceUnavailable)
+	srv.Restart(t)
+	ready(http.StatusOK)
+	stop()
+	if code := <-done; code != 0 {
+		t.Errorf("serve exit %d", code)
 	}
 }
