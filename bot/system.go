@@ -46,6 +46,7 @@ type system struct {
 
 	mu         sync.Mutex
 	deliverers []*outbox.Deliverer // guarded by mu
+	running    sync.WaitGroup      // the deliverers' loops
 }
 
 // systemOptions choose what a command needs.
@@ -65,7 +66,11 @@ func (s *system) deliver(ctx context.Context, platform core.Platform, poster cha
 	s.mu.Lock()
 	s.deliverers = append(s.deliverers, d)
 	s.mu.Unlock()
-	go func() { _ = d.Run(ctx) }()
+	s.running.Add(1)
+	go func() {
+		defer s.running.Done()
+		_ = d.Run(ctx)
+	}()
 	return d
 }
 
@@ -260,8 +265,19 @@ func redactURL(raw string) string {
 	return u.Redacted()
 }
 
-// Close releases everything, last opened first.
+// Close releases everything, last opened first, once the deliverers (whose
+// contexts the caller has ended) have stopped, for at most 5 s.
 func (s *system) Close() error {
+	stopped := make(chan struct{})
+	go func() {
+		s.running.Wait()
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		s.log.Warn("deliverers still running at close")
+	}
 	var errs []error
 	for i := len(s.closers) - 1; i >= 0; i-- {
 		errs = append(errs, s.closers[i]())
