@@ -144,7 +144,7 @@ func (s *Service) HandleMessage(ctx context.Context, m Message) (Reply, error) {
 	if hasActive && active.State == core.JobWaitingHuman && !s.mayAnswer(task, m.Author) {
 		return Reply{Text: s.say("not_allowed_answer")}, nil
 	}
-	c, err := s.store.AddComment(ctx, core.Comment{
+	_, err = s.store.AddComment(ctx, core.Comment{
 		TaskID: task.ID, PlatformMsgID: m.MsgID, AuthorID: m.Author.ID, AuthorName: m.Author.Name,
 		Role: core.RoleUser, Text: text, Files: s.saveFiles(ctx, task, m), CreatedAt: s.at(m),
 	})
@@ -185,7 +185,6 @@ func (s *Service) HandleMessage(ctx context.Context, m Message) (Reply, error) {
 		}
 		pieceName, instruction = p, strings.TrimSpace(rest)
 	}
-	_ = c
 	if _, err := s.dispatch.Create(ctx, core.Job{TaskID: task.ID, Piece: pieceName, Instruction: instruction, TriggerMsgID: m.MsgID}); err != nil {
 		return Reply{}, err
 	}
