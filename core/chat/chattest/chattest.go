@@ -36,6 +36,8 @@ type System struct {
 // Options configure Start.
 type Options struct {
 	Access chat.Access
+	// Concurrency is the worker pool's (2 by default).
+	Concurrency int
 }
 
 // Start builds and runs the stack for t.
@@ -71,7 +73,7 @@ func Start(t testing.TB, opts Options) *System {
 	}
 	exec := worker.NewExecutor(st, q, eng, worker.ExecutorConfig{Notify: svc})
 	pool := worker.NewPool(q, exec, worker.PoolConfig{
-		Concurrency: 2, Lease: 5 * time.Second, Heartbeat: time.Second, AbortPoll: 100 * time.Millisecond,
+		Concurrency: max(opts.Concurrency, 2), Lease: 5 * time.Second, Heartbeat: time.Second, AbortPoll: 100 * time.Millisecond,
 		ClaimWait: 100 * time.Millisecond, ShutdownGrace: time.Second,
 	})
 	pctx, stop := context.WithCancel(ctx)

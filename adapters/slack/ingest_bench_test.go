@@ -1,0 +1,103 @@
+package slack
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/baton-bot/baton/core"
+	"github.com/baton-bot/baton/core/chat/chattest"
+	"github.com/baton-bot/baton/core/llmtest"
+)
+
+// BenchmarkIngest sends signed app_mention events to the Events API
+// endpoint at 200 events/s, each a new thread, and times each from the
+// moment it was sent to the moment a worker claimed its job (from the
+// job's own "claimed" event in the store); events that produced no job are
+// counted as lost. The whole system runs in this process: the Slack
+// adapter in HTTP mode, the conversation service, SQLite, the in-process
+// queue and 16 workers whose scripted model answers at once.
+//
+//	go test ./adapters/slack/ -run '^$' -bench Ingest -benchtime 1x
+func BenchmarkIngest(b *testing.B) {
+	const rate, seconds = 200, 10
+	sys := chattest.Start(b, chattest.Options{Concurrency: 16})
+	sys.LLM.Handle(func(llmtest.Request) llmtest.Step { return transition("COMPLETE", "ok") })
+	f := newFakeSlack(b)
+	_, base := startHTTP(b, sys.Service, f, Config{})
+
+	var mu sync.Mutex
+	sent := map[string]time.Time{} // ts → when it was sent
+	var wg sync.WaitGroup
+	tick := time.NewTicker(time.Second / rate)
+	defer tick.Stop()
+	b.ResetTimer()
+	for i := range rate * seconds {
+		<-tick.C
+		ts := fmt.Sprintf("1800000000.%06d", i)
+		body := mentionEvent(fmt.Sprintf("Ev%d", i), "U1", "<@UBOT> ping", ts, "")
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := sign(b, base, "/slack/events", body, time.Now(), "application/json")
+			mu.Lock()
+			sent[ts] = time.Now()
+			mu.Unlock()
+			resp, err := http.DefaultClient.Do(r)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			resp.Body.Close()
+		}()
+	}
+	wg.Wait()
+	// Let the last jobs be claimed.
+	ctx := context.Background()
+	var jobs []core.Job
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var err error
+		jobs, err = sys.Store.Jobs(ctx, core.JobFilter{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		queued := 0
+		for _, j := range jobs {
+			if j.State == core.JobQueued {
+				queued++
+			}
+		}
+		if (len(jobs) >= len(sent) && queued == 0) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	b.StopTimer()
+	var lat []time.Duration
+	for _, j := range jobs {
+		evs, err := sys.Store.Events(ctx, j.ID)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, e := range evs {
+			if e.Kind == core.EventClaimed {
+				lat = append(lat, e.At.Sub(sent[j.TriggerMsgID]))
+				break
+			}
+		}
+	}
+	slices.Sort(lat)
+	if len(lat) == 0 {
+		b.Fatal("no job was claimed")
+	}
+	pct := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) / 1000 }
+	b.ReportMetric(pct(0.50), "p50-ms")
+	b.ReportMetric(pct(0.99), "p99-ms")
+	b.ReportMetric(float64(len(sent)-len(lat)), "lost")
+	b.ReportMetric(float64(len(sent)), "events")
+}
