@@ -85,6 +85,11 @@ func (s *Service) Claimed(ctx context.Context, j core.Job) []core.OutboxMessage 
 		return nil
 	}
 	defer s.cfg.Kick()
+	// The claimed status counts as the first edit: progress follows it
+	// statusEvery later at the soonest.
+	s.mu.Lock()
+	s.statusAt[j.ID] = s.cfg.Now()
+	s.mu.Unlock()
 	return compact(j, react(j.TriggerMsgID, EmojiClaimed), statusMsg(s.say("claimed", "piece", j.Piece)))
 }
 
