@@ -26,25 +26,10 @@ func TestServeTaskAPI(t *testing.T) {
 	llmSrv.Script(llmtest.Call("transition", `{"next_step":"COMPLETE","summary":"Served."}`))
 	conf := writeConfig(t, "http:\n  addr: 127.0.0.1:0\ntools:\n  bash:\n    sandbox: none\n")
 	env := map[string]string{"BATON_DATA_DIR": t.TempDir(), "OPENAI_BASE_URL": llmSrv.URL(), "OPENAI_API_KEY": "sk-x", "BATON_API_TOKEN": "t0ken"}
-	ctx, stop := context.WithCancel(context.Background())
-	var stderr syncBuffer
-	done := make(chan int, 1)
-	go func() {
-		m := NewMain()
-		m.Stdout, m.Stderr, m.Env = &bytes.Buffer{}, &stderr, mapEnv(env)
-		done <- m.Report(m.Run(ctx, []string{"serve", "--config", conf}))
-	}()
-	var base string
-	deadline := time.Now().Add(20 * time.Second)
-	for base == "" {
-		if m := regexp.MustCompile(`baton serve started" http=(\S+)`).FindStringSubmatch(stderr.String()); m != nil {
-			base = "http://" + m[1]
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve did not start:\n%s", stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	r := runBackground(t, env, "serve", "--config", conf)
+	stop, stderr, done := r.stop, r.stderr, r.done
+	base := "http://" + r.logged(t, `baton serve started" http=(\S+)`)
+	deadline := time.Now().Add(30 * time.Second)
 	get := func(path string) (int, string) {
 		resp, err := http.Get(base + path)
 		if err != nil {
@@ -126,29 +111,11 @@ func TestServePortInUse(t *testing.T) {
 // and not on http.addr.
 func TestServeAdminAddr(t *testing.T) {
 	conf := writeConfig(t, "http:\n  addr: 127.0.0.1:0\nadmin:\n  addr: 127.0.0.1:0\ntools:\n  bash:\n    sandbox: none\n")
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	var stderr syncBuffer
-	done := make(chan int, 1)
-	go func() {
-		m := NewMain()
-		m.Stdout, m.Stderr, m.Env = &bytes.Buffer{}, &stderr, mapEnv(map[string]string{"BATON_DATA_DIR": t.TempDir()})
-		done <- m.Report(m.Run(ctx, []string{"serve", "--config", conf}))
-	}()
-	var pub, admin string
-	deadline := time.Now().Add(20 * time.Second)
-	for pub == "" || admin == "" {
-		if m := regexp.MustCompile(`admin endpoints on" addr=(\S+)`).FindStringSubmatch(stderr.String()); m != nil {
-			admin = "http://" + m[1]
-		}
-		if m := regexp.MustCompile(`baton serve started" http=(\S+)`).FindStringSubmatch(stderr.String()); m != nil {
-			pub = "http://" + m[1]
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve did not start:\n%s", stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	r := runBackground(t, map[string]string{"BATON_DATA_DIR": t.TempDir()}, "serve", "--config", conf)
+	defer r.stop()
+	stop, done := r.stop, r.done
+	admin := "http://" + r.logged(t, `admin endpoints on" addr=(\S+)`)
+	pub := "http://" + r.logged(t, `baton serve started" http=(\S+)`)
 	status := func(url string) int {
 		resp, err := http.Get(url)
 		if err != nil {
@@ -247,26 +214,10 @@ func TestReadyzFollowsRedis(t *testing.T) {
 	srv := redistest.Start(t)
 	conf := writeConfig(t, "http:\n  addr: 127.0.0.1:0\ntools:\n  bash:\n    sandbox: none\n")
 	env := map[string]string{"BATON_DATA_DIR": t.TempDir(), "REDIS_URL": "redis://" + srv.Addr() + "/0"}
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	var stderr syncBuffer
-	done := make(chan int, 1)
-	go func() {
-		m := NewMain()
-		m.Stdout, m.Stderr, m.Env = &bytes.Buffer{}, &stderr, mapEnv(env)
-		done <- m.Report(m.Run(ctx, []string{"serve", "--config", conf}))
-	}()
-	var base string
-	deadline := time.Now().Add(30 * time.Second)
-	for base == "" {
-		if m := regexp.MustCompile(`baton serve started" http=(\S+)`).FindStringSubmatch(stderr.String()); m != nil {
-			base = "http://" + m[1]
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve did not start:\n%s", stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	r := runBackground(t, env, "serve", "--config", conf)
+	defer r.stop()
+	stop, done := r.stop, r.done
+	base := "http://" + r.logged(t, `baton serve started" http=(\S+)`)
 	ready := func(want int) {
 		t.Helper()
 		deadline := time.Now().Add(20 * time.Second)
@@ -293,5 +244,42 @@ func TestReadyzFollowsRedis(t *testing.T) {
 	stop()
 	if code := <-done; code != 0 {
 		t.Errorf("serve exit %d", code)
+	}
+}
+
+// running is a baton command running in-process until stop.
+type running struct {
+	stop   context.CancelFunc
+	stderr *syncBuffer
+	done   chan int // its exit code
+}
+
+// runBackground starts `baton args…` with env in a goroutine.
+func runBackground(t testing.TB, env map[string]string, args ...string) *running {
+	t.Helper()
+	ctx, stop := context.WithCancel(context.Background())
+	r := &running{stop: stop, stderr: &syncBuffer{}, done: make(chan int, 1)}
+	go func() {
+		m := NewMain()
+		m.Stdout, m.Stderr, m.Env = &bytes.Buffer{}, r.stderr, mapEnv(env)
+		r.done <- m.Report(m.Run(ctx, args))
+	}()
+	return r
+}
+
+// logged waits until the command's log matches re and returns re's first
+// group.
+func (r *running) logged(t testing.TB, re string) string {
+	t.Helper()
+	rx := regexp.MustCompile(re)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if m := rx.FindStringSubmatch(r.stderr.String()); m != nil {
+			return m[1]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the log never showed %s:\n%s", re, r.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
