@@ -11,7 +11,18 @@ import "github.com/redis/go-redis/v9"
 // claimer blocked in BLPOP; the list is trimmed so tokens nobody waited for
 // cannot pile up.
 
-var enqueueScript = redis.NewScript(`
+// ringLua defines ring(signal), which rings the doorbell: a token pushed on
+// the signal list for an idle claimer, the list trimmed so that tokens
+// nobody waited for cannot pile up. Scripts that ring start with it.
+const ringLua = `
+local function ring(signal)
+  if redis.call('LPUSH', signal, '1') > 64 then
+    redis.call('LTRIM', signal, 0, 63)
+  end
+end
+`
+
+var enqueueScript = redis.NewScript(ringLua + `
 -- enqueue: make a new job ready, unless the queue already knows it.
 -- KEYS[1] job hash, KEYS[2] pending, KEYS[3] signal
 -- ARGV[1] job id
@@ -20,9 +31,7 @@ if redis.call('HSETNX', KEYS[1], 'state', 'pending') == 0 then
   return 0
 end
 redis.call('LPUSH', KEYS[2], ARGV[1])
-if redis.call('LPUSH', KEYS[3], '1') > 64 then
-  redis.call('LTRIM', KEYS[3], 0, 63)
-end
+ring(KEYS[3])
 return 1
 `)
 
@@ -161,7 +170,7 @@ end
 return #fromActive + #fromRetry
 `)
 
-var nackScript = redis.NewScript(`
+var nackScript = redis.NewScript(ringLua + `
 -- nack: count a failure and make the job ready again after a delay.
 -- KEYS[1] job hash, KEYS[2] active, KEYS[3] retry, KEYS[4] pending,
 -- KEYS[5] signal
@@ -184,13 +193,11 @@ else
   redis.call('ZADD', KEYS[3], now + delay, ARGV[1])
 end
 -- Wake an idle claimer either way, so that it learns the new due time.
-if redis.call('LPUSH', KEYS[5], '1') > 64 then
-  redis.call('LTRIM', KEYS[5], 0, 63)
-end
+ring(KEYS[5])
 return 1
 `)
 
-var requeueScript = redis.NewScript(`
+var requeueScript = redis.NewScript(ringLua + `
 -- requeue: put a leased job back at the head of pending, no failure counted.
 -- KEYS[1] job hash, KEYS[2] active, KEYS[3] pending, KEYS[4] signal
 -- ARGV[1] job id, ARGV[2] attempt
@@ -202,13 +209,11 @@ end
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('HSET', KEYS[1], 'state', 'pending')
 redis.call('RPUSH', KEYS[3], ARGV[1])
-if redis.call('LPUSH', KEYS[4], '1') > 64 then
-  redis.call('LTRIM', KEYS[4], 0, 63)
-end
+ring(KEYS[4])
 return 1
 `)
 
-var parkScript = redis.NewScript(`
+var parkScript = redis.NewScript(ringLua + `
 -- park: release the lease of a job that waits under a wait sequence. Like
 -- ack, it also settles a job whose lease expired but that no newer attempt
 -- claimed. When a resume for this wait (or a later one) arrived while the
@@ -232,9 +237,7 @@ end
 if h[3] and tonumber(h[3]) >= tonumber(ARGV[3]) then
   redis.call('HSET', KEYS[1], 'state', 'pending', 'wseq', ARGV[3])
   redis.call('LPUSH', KEYS[5], ARGV[1])
-  if redis.call('LPUSH', KEYS[6], '1') > 64 then
-    redis.call('LTRIM', KEYS[6], 0, 63)
-  end
+  ring(KEYS[6])
   return 2
 end
 redis.call('HSET', KEYS[1], 'state', 'parked', 'wseq', ARGV[3])
@@ -242,7 +245,7 @@ redis.call('SADD', KEYS[4], ARGV[1])
 return 1
 `)
 
-var resumeScript = redis.NewScript(`
+var resumeScript = redis.NewScript(ringLua + `
 -- resume: make a job parked under a wait sequence ready again, once. A job
 -- still running (its worker has recorded the wait in the store but not yet
 -- parked it here) keeps the resume for its park to apply.
@@ -264,9 +267,7 @@ end
 redis.call('SREM', KEYS[2], ARGV[1])
 redis.call('HSET', KEYS[1], 'state', 'pending')
 redis.call('LPUSH', KEYS[3], ARGV[1])
-if redis.call('LPUSH', KEYS[4], '1') > 64 then
-  redis.call('LTRIM', KEYS[4], 0, 63)
-end
+ring(KEYS[4])
 return 1
 `)
 
@@ -319,7 +320,7 @@ end
 return out
 `)
 
-var reapScript = redis.NewScript(`
+var reapScript = redis.NewScript(ringLua + `
 -- reap: move leases that are still expired to retry after their delay,
 -- counting a failure, or to dead once they reach the failure limit.
 -- KEYS[1] active, KEYS[2] retry, KEYS[3] dead, KEYS[4] signal
@@ -360,8 +361,8 @@ for i = 4, #ARGV, 3 do
     end
   end
 end
-if retried and redis.call('LPUSH', KEYS[4], '1') > 64 then
-  redis.call('LTRIM', KEYS[4], 0, 63)
+if retried then
+  ring(KEYS[4])
 end
 return out
 `)
