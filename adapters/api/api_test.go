@@ -203,14 +203,6 @@ func (w *world) waitJob(id int64, state string) view {
 	}
 }
 
-func transition(next, summary string, extra ...string) llmtest.Step {
-	args := map[string]any{"next_step": next, "summary": summary}
-	for i := 0; i+1 < len(extra); i += 2 {
-		args[extra[i]] = extra[i+1]
-	}
-	return llmtest.Call("transition", mustJSON(args))
-}
-
 type comment struct{ Role, Author, Text string }
 
 func comments(v view) []comment {
@@ -223,7 +215,7 @@ func comments(v view) []comment {
 
 func TestCreateToAnswer(t *testing.T) {
 	w := newWorld(t, setup{token: token})
-	w.llm.Script(transition("COMPLETE", "The answer is 42.").WithUsage(120, 8))
+	w.llm.Script(llmtest.Transition("COMPLETE", "The answer is 42.").WithUsage(120, 8))
 	id := w.create(`{"text": "What is the answer?", "author": "alice"}`)
 	v := w.waitJob(id, "succeeded")
 
@@ -255,7 +247,7 @@ func TestCreateToAnswer(t *testing.T) {
 
 func TestCreateWithPiece(t *testing.T) {
 	w := newWorld(t, setup{token: token})
-	w.llm.Script(transition("investigate", "planned"), transition("report", "found"), transition("COMPLETE", "researched"))
+	w.llm.Script(llmtest.Transition("investigate", "planned"), llmtest.Transition("report", "found"), llmtest.Transition("COMPLETE", "researched"))
 	id := w.create(`{"text": "look into it", "piece": "research"}`)
 	v := w.waitJob(id, "succeeded")
 	if j := v.Jobs[0]; j.Piece != "research" || j.ResultSummary != "researched" {
@@ -273,14 +265,14 @@ func TestCreateWithPiece(t *testing.T) {
 
 func TestAskAnsweredByComment(t *testing.T) {
 	w := newWorld(t, setup{token: token})
-	w.llm.Script(transition("ASK", "need a year", "question", "Which year?"))
+	w.llm.Script(llmtest.Transition("ASK", "need a year", "question", "Which year?"))
 	id := w.create(`{"text": "make the report", "author": "alice"}`)
 	waiting := w.waitJob(id, "waiting_human")
 	if q := waiting.Jobs[0].Question; q != "Which year?" {
 		t.Errorf("question = %q", q)
 	}
 
-	w.llm.Script(transition("COMPLETE", "Report for 2025."))
+	w.llm.Script(llmtest.Transition("COMPLETE", "Report for 2025."))
 	r := w.do("POST", "/api/tasks/"+itoa(id)+"/comments", token, `{"text": "2025", "author": "alice"}`)
 	if r.Status != http.StatusAccepted || taskID(t, r) != id {
 		t.Fatalf("comment: %d %s", r.Status, r.Raw)
@@ -302,7 +294,7 @@ func TestAskAnsweredByComment(t *testing.T) {
 	}
 
 	// A comment on a finished task starts a follow-up job.
-	w.llm.Script(transition("COMPLETE", "Added a chart."))
+	w.llm.Script(llmtest.Transition("COMPLETE", "Added a chart."))
 	if r := w.do("POST", "/api/tasks/"+itoa(id)+"/comments", token, `{"text": "add a chart"}`); r.Status != http.StatusAccepted {
 		t.Fatalf("follow-up: %d %s", r.Status, r.Raw)
 	}
@@ -325,7 +317,7 @@ func TestAskAnsweredByComment(t *testing.T) {
 func TestAbortRunning(t *testing.T) {
 	w := newWorld(t, setup{token: token})
 	// The model takes its time; the abort cuts the request short.
-	w.llm.Script(transition("COMPLETE", "too late").After(30 * time.Second))
+	w.llm.Script(llmtest.Transition("COMPLETE", "too late").After(30 * time.Second))
 	id := w.create(`{"text": "a long job", "author": "alice"}`)
 	w.waitJob(id, "running")
 
@@ -352,7 +344,7 @@ func TestAccessControl(t *testing.T) {
 		t.Errorf("create by a stranger: %d %s", r.Status, r.Raw)
 	}
 
-	w.llm.Script(transition("ASK", "q", "question", "Which?"))
+	w.llm.Script(llmtest.Transition("ASK", "q", "question", "Which?"))
 	id := w.create(`{"text": "start", "author": "alice"}`)
 	w.waitJob(id, "waiting_human")
 
@@ -377,7 +369,7 @@ func TestAccessControl(t *testing.T) {
 
 func TestCommandComment(t *testing.T) {
 	w := newWorld(t, setup{token: token})
-	w.llm.Script(transition("ASK", "q", "question", "Which?"))
+	w.llm.Script(llmtest.Transition("ASK", "q", "question", "Which?"))
 	id := w.create(`{"text": "start"}`)
 	w.waitJob(id, "waiting_human")
 	r := w.do("POST", "/api/tasks/"+itoa(id)+"/comments", token, `{"text": "!status"}`)
@@ -442,7 +434,7 @@ func TestDisabledWithoutToken(t *testing.T) {
 
 func TestBadRequests(t *testing.T) {
 	w := newWorld(t, setup{token: token, maxBody: 1024})
-	w.llm.Script(transition("COMPLETE", "ok"))
+	w.llm.Script(llmtest.Transition("COMPLETE", "ok"))
 	n := w.create(`{"text": "hi"}`)
 	w.waitJob(n, "succeeded")
 	id := itoa(n)
@@ -519,7 +511,7 @@ func TestWorkspaceHidden(t *testing.T) {
 	w.llm.Handle(func(req llmtest.Request) llmtest.Step {
 		tasks, _ := w.store.Jobs(context.Background(), core.JobFilter{Limit: 1})
 		task, _ := w.store.Task(context.Background(), tasks[0].TaskID)
-		return transition("COMPLETE", "Wrote "+filepath.Join(task.Workspace, "output", "report.md")+".")
+		return llmtest.Transition("COMPLETE", "Wrote "+filepath.Join(task.Workspace, "output", "report.md")+".")
 	})
 	id := w.create(`{"text": "write the report"}`)
 	v := w.waitJob(id, "succeeded")

@@ -2,7 +2,6 @@ package discord
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
@@ -115,15 +114,6 @@ func (w *world) waitPost(channel, text string) {
 	})
 }
 
-func transition(next, summary string, extra ...string) llmtest.Step {
-	args := map[string]any{"next_step": next, "summary": summary}
-	for i := 0; i+1 < len(extra); i += 2 {
-		args[extra[i]] = extra[i+1]
-	}
-	b, _ := json.Marshal(args)
-	return llmtest.Call("transition", string(b))
-}
-
 func TestMentionToAnswer(t *testing.T) {
 	w := startWorld(t)
 	w.f.mu.Lock()
@@ -136,7 +126,7 @@ func TestMentionToAnswer(t *testing.T) {
 		t.Errorf("commands (-want +got):\n%s", diff)
 	}
 
-	w.sys.LLM.Script(transition("COMPLETE", "The answer is 42."))
+	w.sys.LLM.Script(llmtest.Transition("COMPLETE", "The answer is 42."))
 	id := w.say(fakeText, fakeGuild, "42", "<@"+fakeBot+"> what is the answer?", true)
 	w.waitReaction("+✅ " + fakeText + "/" + id)
 	w.waitPost(id, "The answer is 42.")
@@ -187,10 +177,10 @@ func TestMentionToAnswer(t *testing.T) {
 
 func TestAskResumesOnce(t *testing.T) {
 	w := startWorld(t)
-	w.sys.LLM.Script(transition("ASK", "need a year", "question", "Which year?"))
+	w.sys.LLM.Script(llmtest.Transition("ASK", "need a year", "question", "Which year?"))
 	id := w.say(fakeText, fakeGuild, "42", "<@"+fakeBot+"> make the report", true)
 	w.waitPost(id, "Which year?")
-	w.sys.LLM.Script(transition("COMPLETE", "Report for 2025."))
+	w.sys.LLM.Script(llmtest.Transition("COMPLETE", "Report for 2025."))
 	w.say(id, fakeGuild, "42", "2025", false) // a reply in the thread, no mention
 	w.waitPost(id, "Report for 2025.")
 	w.waitReaction("+✅ " + fakeText + "/" + id)
@@ -209,7 +199,7 @@ func TestAskResumesOnce(t *testing.T) {
 
 func TestOwnMessageIgnored(t *testing.T) {
 	w := startWorld(t)
-	w.sys.LLM.Script(transition("COMPLETE", "ok"))
+	w.sys.LLM.Script(llmtest.Transition("COMPLETE", "ok"))
 	w.say(fakeText, fakeGuild, fakeBot, "<@"+fakeBot+"> talking to myself", true)
 	// Messages of one channel are handled in order: once the next request
 	// is answered, the bot's own message was long dropped.
@@ -229,7 +219,7 @@ func TestDirectMessageWithOnlyAFile(t *testing.T) {
 	w.f.mu.Lock()
 	w.f.files["notes.txt"] = "remember the milk"
 	w.f.mu.Unlock()
-	w.sys.LLM.Script(transition("COMPLETE", "Hi there."))
+	w.sys.LLM.Script(llmtest.Transition("COMPLETE", "Hi there."))
 	id := w.sayWith(fakeDM, "", "42", "", false, map[string]any{"attachments": []any{map[string]any{
 		"id": "a1", "filename": "notes.txt", "size": 17, "url": w.f.srv.URL + "/files/notes.txt",
 	}}})
@@ -255,7 +245,7 @@ func TestMentionInExistingThread(t *testing.T) {
 		{"id": "6001", "channel_id": thread, "type": 0, "content": "the login page is broken", "timestamp": "2026-11-30T10:00:00Z", "author": map[string]any{"id": "43", "username": "bob"}},
 	}
 	w.f.mu.Unlock()
-	w.sys.LLM.Script(transition("COMPLETE", "Fixed."))
+	w.sys.LLM.Script(llmtest.Transition("COMPLETE", "Fixed."))
 	id := w.say(thread, fakeGuild, "42", "<@"+fakeBot+"> please fix this", true)
 	w.waitReaction("+✅ " + thread + "/" + id) // the request lives in the thread
 	w.waitPost(thread, "Fixed.")
@@ -299,7 +289,7 @@ func TestAbort(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			w := startWorld(t)
-			w.sys.LLM.Script(transition("COMPLETE", "late answer").After(time.Hour))
+			w.sys.LLM.Script(llmtest.Transition("COMPLETE", "late answer").After(time.Hour))
 			id := w.say(fakeText, fakeGuild, "42", "<@"+fakeBot+"> take your time", true)
 			w.waitReaction("+👀 " + fakeText + "/" + id)
 			waitFor(t, "the slow model call", func() bool { return len(w.sys.LLM.Requests()) > 0 })
@@ -334,7 +324,7 @@ func TestLongAnswerSplit(t *testing.T) {
 	if n := utf8.RuneCountInString(answer); n < 4900 || n > 5200 {
 		t.Fatalf("answer is %d characters", n)
 	}
-	w.sys.LLM.Script(transition("COMPLETE", answer))
+	w.sys.LLM.Script(llmtest.Transition("COMPLETE", answer))
 	id := w.say(fakeText, fakeGuild, "42", "<@"+fakeBot+"> explain", true)
 	w.waitPost(id, "That is all.")
 	var parts []string

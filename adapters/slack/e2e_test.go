@@ -2,7 +2,6 @@ package slack
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -81,18 +80,9 @@ func (w *world) reacted(ts, emoji string) bool {
 	return false
 }
 
-func transition(next, summary string, extra ...string) llmtest.Step {
-	args := map[string]any{"next_step": next, "summary": summary}
-	for i := 0; i+1 < len(extra); i += 2 {
-		args[extra[i]] = extra[i+1]
-	}
-	b, _ := json.Marshal(args)
-	return llmtest.Call("transition", string(b))
-}
-
 func TestMentionAnsweredInThread(t *testing.T) {
 	w := newWorld(t)
-	w.sys.LLM.Script(transition("COMPLETE", "The answer is **42**. <!channel> @here"))
+	w.sys.LLM.Script(llmtest.Transition("COMPLETE", "The answer is **42**. <!channel> @here"))
 	const root = "1700000000.000100"
 	mention := mentionEvent("Ev1", "U1", "<@UBATON> what is the answer?", root, "")
 	w.send(mention, "")
@@ -131,7 +121,7 @@ func TestMentionAnsweredInThread(t *testing.T) {
 
 func TestAskAnsweredInThread(t *testing.T) {
 	w := newWorld(t)
-	w.sys.LLM.Script(transition("ASK", "need a year", "question", "Which year?"))
+	w.sys.LLM.Script(llmtest.Transition("ASK", "need a year", "question", "Which year?"))
 	const root = "1700000000.000100"
 	w.send(mentionEvent("Ev1", "U1", "<@UBATON> make the report", root, ""), "")
 	w.waitJob(root, core.JobWaitingHuman)
@@ -144,7 +134,7 @@ func TestAskAnsweredInThread(t *testing.T) {
 		return false
 	})
 
-	w.sys.LLM.Script(transition("COMPLETE", "Report for 2025."))
+	w.sys.LLM.Script(llmtest.Transition("COMPLETE", "Report for 2025."))
 	reply := messageEvent("Ev2", "U1", "2025", "1700000000.000300", root)
 	w.send(reply, "")
 	w.send(reply, "1")
@@ -173,7 +163,7 @@ func TestLongAnswer(t *testing.T) {
 	for b.Len() < 20000 {
 		b.WriteString("Some prose about the code & why it is so.\n\n```go\nfunc main() {\n\tif a < b {\n\t\tprintln(\"<!channel>\")\n\t}\n}\n```\n\n")
 	}
-	w.sys.LLM.Script(transition("COMPLETE", b.String()))
+	w.sys.LLM.Script(llmtest.Transition("COMPLETE", b.String()))
 	const root = "1700000000.000100"
 	w.send(mentionEvent("Ev1", "U1", "<@UBATON> write a lot", root, ""), "")
 	w.waitJob(root, core.JobSucceeded)
@@ -215,7 +205,7 @@ func TestLongAnswer(t *testing.T) {
 
 func TestAttachmentLandsInInput(t *testing.T) {
 	w := newWorld(t)
-	w.sys.LLM.Script(transition("COMPLETE", "Read it."))
+	w.sys.LLM.Script(llmtest.Transition("COMPLETE", "Read it."))
 	const root = "1700000000.000100"
 	ev := map[string]any{"type": "app_mention", "user": "U1", "text": "<@UBATON> read this", "ts": root, "channel": "C1", "event_ts": root,
 		"files": []map[string]any{{"id": "F1", "name": "notes.txt", "size": 18, "url_private_download": w.slack.url() + "download/notes.txt"}}}

@@ -26,7 +26,7 @@ import (
 func BenchmarkIngest(b *testing.B) {
 	const rate, seconds = 200, 10
 	sys := chattest.Start(b, chattest.Options{Concurrency: 16})
-	sys.LLM.Handle(func(llmtest.Request) llmtest.Step { return transition("COMPLETE", "ok") })
+	sys.LLM.Handle(func(llmtest.Request) llmtest.Step { return llmtest.Transition("COMPLETE", "ok") })
 	f := newFakeSlack(b)
 	_, base := startHTTP(b, sys.Service, f, Config{})
 

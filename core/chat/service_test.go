@@ -112,15 +112,6 @@ func (w *world) outbox() []string {
 	}
 }
 
-func transition(next, summary string, extra ...string) llmtest.Step {
-	args := map[string]any{"next_step": next, "summary": summary}
-	for i := 0; i+1 < len(extra); i += 2 {
-		args[extra[i]] = extra[i+1]
-	}
-	b, _ := json.Marshal(args)
-	return llmtest.Call("transition", string(b))
-}
-
 func contains(t *testing.T, list []string, want ...string) {
 	t.Helper()
 	for _, w := range want {
@@ -138,7 +129,7 @@ func contains(t *testing.T, list []string, want ...string) {
 
 func TestMessageToAnswer(t *testing.T) {
 	w := newWorld(t, chat.Access{})
-	w.srv.Script(transition("COMPLETE", "The answer is 42."))
+	w.srv.Script(llmtest.Transition("COMPLETE", "The answer is 42."))
 	// Slack delivers a mention twice (app_mention and message): one comment, one job.
 	for range 2 {
 		w.sayIn(thread, "alice", "<@UBATON> what is the answer?", "1700.1")
@@ -157,11 +148,11 @@ func TestMessageToAnswer(t *testing.T) {
 
 func TestAskAnswerResumesOnce(t *testing.T) {
 	w := newWorld(t, chat.Access{})
-	w.srv.Script(transition("ASK", "need a year", "question", "Which year?"))
+	w.srv.Script(llmtest.Transition("ASK", "need a year", "question", "Which year?"))
 	w.say("alice", "make the report")
 	waiting := w.waitJob(core.JobWaitingHuman)
 	contains(t, w.outbox(), "post Which year?", "update ❓ Waiting for an answer")
-	w.srv.Script(transition("COMPLETE", "Report for 2025."))
+	w.srv.Script(llmtest.Transition("COMPLETE", "Report for 2025."))
 	// The same reply delivered twice, then a second different reply.
 	w.sayIn(thread, "alice", "2025", "1700.900")
 	w.sayIn(thread, "alice", "2025", "1700.900")
@@ -181,7 +172,7 @@ func TestAskAnswerResumesOnce(t *testing.T) {
 
 func TestCommands(t *testing.T) {
 	w := newWorld(t, chat.Access{Admins: []string{"slack:root"}})
-	w.srv.Script(transition("ASK", "q", "question", "Which?"))
+	w.srv.Script(llmtest.Transition("ASK", "q", "question", "Which?"))
 	w.say("alice", "start")
 	w.waitJob(core.JobWaitingHuman)
 	w.outbox()
@@ -213,7 +204,7 @@ func TestCommands(t *testing.T) {
 	if r := w.say("alice", "!piece nope do it"); !strings.Contains(r.Text, "There is no piece `nope`") || !strings.Contains(r.Text, "research") {
 		t.Errorf("!piece nope = %q", r.Text)
 	}
-	w.srv.Script(transition("investigate", "planned"), transition("report", "found"), transition("COMPLETE", "researched"))
+	w.srv.Script(llmtest.Transition("investigate", "planned"), llmtest.Transition("report", "found"), llmtest.Transition("COMPLETE", "researched"))
 	w.say("alice", "!piece research look into it")
 	if j := w.waitJob(core.JobSucceeded); j.Piece != "research" || j.Instruction != "look into it" {
 		t.Errorf("job = piece %q instruction %q", j.Piece, j.Instruction)
@@ -236,7 +227,7 @@ func TestRetryContinuesAtFailedMovement(t *testing.T) {
 	w.say("alice", "do it")
 	failed := w.waitJob(core.JobFailed)
 	contains(t, w.outbox(), "post ❌ Job #1 failed", "react x on")
-	w.srv.Script(transition("COMPLETE", "done on retry"))
+	w.srv.Script(llmtest.Transition("COMPLETE", "done on retry"))
 	w.say("alice", "!retry")
 	j := w.waitJob(core.JobSucceeded)
 	if j.RetryOf != failed.ID || j.ID == failed.ID {
@@ -252,9 +243,9 @@ func TestSteerAfterLastCallStartsFollowUp(t *testing.T) {
 		switch n {
 		case 1: // a person writes while the only request is out
 			w.say("alice", "also add a title")
-			return transition("COMPLETE", "first answer")
+			return llmtest.Transition("COMPLETE", "first answer")
 		default:
-			return transition("COMPLETE", "title added")
+			return llmtest.Transition("COMPLETE", "title added")
 		}
 	})
 	w.say("alice", "write a summary")
@@ -280,13 +271,13 @@ func subtaskScript(req llmtest.Request) llmtest.Step {
 	user := req.Messages[1].Text()
 	switch {
 	case strings.Contains(user, "## Results of subtasks"):
-		return transition("COMPLETE", "collected: "+strings.ReplaceAll(user[strings.Index(user, "## Results of subtasks"):], "\n", " | "))
+		return llmtest.Transition("COMPLETE", "collected: "+strings.ReplaceAll(user[strings.Index(user, "## Results of subtasks"):], "\n", " | "))
 	case strings.Contains(user, "## Request\ndo A"):
-		return transition("COMPLETE", "A done")
+		return llmtest.Transition("COMPLETE", "A done")
 	case strings.Contains(user, "## Request\ndo B"):
-		return transition("ABORT", "B is impossible")
+		return llmtest.Transition("ABORT", "B is impossible")
 	case strings.Contains(user, "## Request\ndo C"):
-		return transition("COMPLETE", "C done")
+		return llmtest.Transition("COMPLETE", "C done")
 	}
 	b, _ := json.Marshal(map[string]any{"next_step": "WAIT_SUBTASKS", "summary": "splitting", "subtasks": []map[string]string{
 		{"title": "part A", "instruction": "do A"}, {"title": "part B", "instruction": "do B"}, {"title": "part C", "instruction": "do C"},
@@ -322,7 +313,7 @@ func TestAbortParentAbortsChildren(t *testing.T) {
 	w.srv.Handle(func(req llmtest.Request) llmtest.Step {
 		user := req.Messages[1].Text()
 		if strings.Contains(user, "## Request\ndo A") || strings.Contains(user, "## Request\ndo B") || strings.Contains(user, "## Request\ndo C") { // children take their time
-			return transition("COMPLETE", "late child").After(30 * time.Second)
+			return llmtest.Transition("COMPLETE", "late child").After(30 * time.Second)
 		}
 		return subtaskScript(req)
 	})
@@ -366,7 +357,7 @@ func TestAbortDuringLongBash(t *testing.T) {
 	w := newWorld(t, chat.Access{})
 	pidFile := filepath.Join(t.TempDir(), "pids")
 	w.srv.Script(llmtest.Call("Bash", fmt.Sprintf(`{"command":"sleep 60 & echo $! > %s; echo $$ >> %s; wait","timeout_s":120}`, pidFile, pidFile)))
-	w.srv.Handle(func(llmtest.Request) llmtest.Step { return transition("COMPLETE", "late result") })
+	w.srv.Handle(func(llmtest.Request) llmtest.Step { return llmtest.Transition("COMPLETE", "late result") })
 	w.say("alice", "run the long command")
 	var pids []int
 	deadline := time.Now().Add(60 * time.Second)
@@ -407,7 +398,7 @@ func TestAbortDuringLongBash(t *testing.T) {
 func TestRetryStartsAtTheFailedMovement(t *testing.T) {
 	w := newWorld(t, chat.Access{})
 	w.srv.Script(
-		transition("implement", "planned", "lessons", "use port 8080"),
+		llmtest.Transition("implement", "planned", "lessons", "use port 8080"),
 		llmtest.Status(400),
 	)
 	w.say("alice", "!piece plan-implement-verify build it")
@@ -415,7 +406,7 @@ func TestRetryStartsAtTheFailedMovement(t *testing.T) {
 	if failed.Movement != "implement" {
 		t.Fatalf("failed at %q, want implement", failed.Movement)
 	}
-	w.srv.Script(transition("verify", "built"), transition("COMPLETE", "verified"))
+	w.srv.Script(llmtest.Transition("verify", "built"), llmtest.Transition("COMPLETE", "verified"))
 	w.say("alice", "!retry")
 	done := w.waitJob(core.JobSucceeded)
 	if done.RetryOf != failed.ID {
@@ -440,7 +431,7 @@ func TestMessageWhileRunningReachesNextRequest(t *testing.T) {
 			w.say("bob", "use the 2024 figures")
 			return llmtest.Call("Read", `{"path":"input/none"}`)
 		}
-		return transition("COMPLETE", "done")
+		return llmtest.Transition("COMPLETE", "done")
 	})
 	w.say("alice", "make the report")
 	w.waitJob(core.JobSucceeded)
@@ -457,7 +448,7 @@ func TestMessageWhileRunningReachesNextRequest(t *testing.T) {
 
 func TestBadInput(t *testing.T) {
 	w := newWorld(t, chat.Access{})
-	w.srv.Handle(func(req llmtest.Request) llmtest.Step { return transition("COMPLETE", "ok") })
+	w.srv.Handle(func(req llmtest.Request) llmtest.Step { return llmtest.Transition("COMPLETE", "ok") })
 	// Only a mention (the adapter strips it): a sane request.
 	w.say("alice", "   ")
 	w.waitJob(core.JobSucceeded)
@@ -493,7 +484,7 @@ func TestBadInput(t *testing.T) {
 
 func TestReactionAborts(t *testing.T) {
 	w := newWorld(t, chat.Access{})
-	w.srv.Script(transition("ASK", "q", "question", "Which?"))
+	w.srv.Script(llmtest.Transition("ASK", "q", "question", "Which?"))
 	w.sayIn(thread, "alice", "start", thread.Thread)
 	w.waitJob(core.JobWaitingHuman)
 	// The bot's own reaction, and one on another message, change nothing.
@@ -527,7 +518,7 @@ func TestNewInDirectMessages(t *testing.T) {
 		}
 		return r
 	}
-	w.srv.Handle(func(llmtest.Request) llmtest.Step { return transition("COMPLETE", "ok") })
+	w.srv.Handle(func(llmtest.Request) llmtest.Step { return llmtest.Transition("COMPLETE", "ok") })
 	send("first request", 1)
 	first, err := w.store.TaskByThread(context.Background(), dm)
 	if err != nil {
@@ -548,7 +539,7 @@ func TestNewInDirectMessages(t *testing.T) {
 
 func TestSlashCommands(t *testing.T) {
 	w := newWorld(t, chat.Access{Admins: []string{"slack:root"}})
-	w.srv.Script(transition("ASK", "q", "question", "Which?"))
+	w.srv.Script(llmtest.Transition("ASK", "q", "question", "Which?"))
 	w.say("alice", "start the report")
 	w.waitJob(core.JobWaitingHuman)
 	slash := func(who, name, args string) string {

@@ -138,15 +138,6 @@ func (f *fixture) finish(j core.Job, fin core.Finish) core.Job {
 	return got
 }
 
-func transition(next, summary string, extra ...string) llmtest.Step {
-	args := map[string]any{"next_step": next, "summary": summary}
-	for i := 0; i+1 < len(extra); i += 2 {
-		args[extra[i]] = extra[i+1]
-	}
-	b, _ := json.Marshal(args)
-	return llmtest.Call("transition", string(b))
-}
-
 // golden compares got with testdata/name, rewriting it with -update.
 func golden(t *testing.T, name, got string) {
 	t.Helper()
@@ -201,7 +192,7 @@ func TestEnrichedInstruction(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(f.ws, "logs", "old.log"), []byte("log contents"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f.srv.Script(transition("COMPLETE", "done"))
+	f.srv.Script(llmtest.Transition("COMPLETE", "done"))
 	fin := f.run(f.start("chat", "please summarise the report"))
 	if fin.To != core.JobSucceeded || fin.ResultSummary != "done" {
 		t.Fatalf("finish = %+v", fin)
@@ -228,7 +219,7 @@ func TestEnrichedInstruction(t *testing.T) {
 func TestJapanesePrompts(t *testing.T) {
 	f := newFixture(t, map[string]string{"two-step": twoStep}, func(c *engine.Config) { c.Locale = "ja" })
 	f.comment(core.RoleUser, "alice", "報告書を要約してください")
-	f.srv.Script(transition("COMPLETE", "完了"))
+	f.srv.Script(llmtest.Transition("COMPLETE", "完了"))
 	f.run(f.start("chat", "報告書を要約してください"))
 	req := f.srv.Requests()[0]
 	golden(t, "chat_system_ja.txt", req.Messages[0].Text())
@@ -239,8 +230,8 @@ func TestMovementsDoNotShareMessages(t *testing.T) {
 	f := newFixture(t, map[string]string{"two-step": twoStep})
 	f.srv.Script(
 		llmtest.Call("Write", `{"path":"output/a.txt","content":"hello"}`),
-		transition("second", "first done", "lessons", "the file is output/a.txt"),
-		transition("COMPLETE", "all done"),
+		llmtest.Transition("second", "first done", "lessons", "the file is output/a.txt"),
+		llmtest.Transition("COMPLETE", "all done"),
 	)
 	fin := f.run(f.start("two-step", "make a file"))
 	if fin.To != core.JobSucceeded {
@@ -282,12 +273,12 @@ func TestMovementsDoNotShareMessages(t *testing.T) {
 func TestVerifyFeedbackAccumulates(t *testing.T) {
 	f := newFixture(t, map[string]string{"two-step": twoStep})
 	f.srv.Script(
-		transition("second", "try 1"),
-		transition("first", "missing tests"),
-		transition("second", "try 2"),
-		transition("first", "tests fail"),
-		transition("second", "try 3"),
-		transition("COMPLETE", "good"),
+		llmtest.Transition("second", "try 1"),
+		llmtest.Transition("first", "missing tests"),
+		llmtest.Transition("second", "try 2"),
+		llmtest.Transition("first", "tests fail"),
+		llmtest.Transition("second", "try 3"),
+		llmtest.Transition("COMPLETE", "good"),
 	)
 	fin := f.run(f.start("two-step", "x"))
 	if fin.To != core.JobSucceeded {
@@ -308,9 +299,9 @@ func TestLessonsCap(t *testing.T) {
 		if i%2 == 1 {
 			next = "first"
 		}
-		steps = append(steps, transition(next, "s", "lessons", fmt.Sprintf("lesson %d %s", i, strings.Repeat("x", 600))))
+		steps = append(steps, llmtest.Transition(next, "s", "lessons", fmt.Sprintf("lesson %d %s", i, strings.Repeat("x", 600))))
 	}
-	steps = append(steps, transition("COMPLETE", "ok"))
+	steps = append(steps, llmtest.Transition("COMPLETE", "ok"))
 	f.srv.Script(steps...)
 	f.run(f.start("two-step", "x"))
 	last := f.srv.Requests()[5].Messages[1].Text()
@@ -331,8 +322,8 @@ func TestChecklistInjected(t *testing.T) {
 	f.srv.Script(
 		llmtest.Call("Checklist", `{"action":"set","name":"plan","items":["read the report","write the summary"]}`),
 		llmtest.Call("Checklist", `{"action":"check","name":"plan","items":["read the report"]}`),
-		transition("second", "planned"),
-		transition("COMPLETE", "ok"),
+		llmtest.Transition("second", "planned"),
+		llmtest.Transition("COMPLETE", "ok"),
 	)
 	f.run(f.start("two-step", "x"))
 	user := f.srv.Requests()[3].Messages[1].Text()
@@ -344,11 +335,11 @@ func TestChecklistInjected(t *testing.T) {
 func TestTransitionValidation(t *testing.T) {
 	f := newFixture(t, map[string]string{"two-step": twoStep})
 	f.srv.Script(
-		transition("COMPLETE", "not allowed in first"),
+		llmtest.Transition("COMPLETE", "not allowed in first"),
 		llmtest.Call("transition", `{"next_step": "second"`),
-		transition("second", "ok now"),
-		transition("ASK", "need input"), // ASK without a question
-		transition("ASK", "need input", "question", "Which file?"),
+		llmtest.Transition("second", "ok now"),
+		llmtest.Transition("ASK", "need input"), // ASK without a question
+		llmtest.Transition("ASK", "need input", "question", "Which file?"),
 	)
 	fin := f.run(f.start("two-step", "x"))
 	if fin.To != core.JobWaitingHuman || fin.Question != "Which file?" || fin.ResumeMovement != "second" {
@@ -385,10 +376,10 @@ func TestTransitionValidation(t *testing.T) {
 func TestInvalidTransitionsForceDefaultNext(t *testing.T) {
 	f := newFixture(t, map[string]string{"two-step": twoStep})
 	f.srv.Script(
-		transition("nowhere", "a"),
-		transition("nowhere", "b"),
-		transition("nowhere", "c"),
-		transition("COMPLETE", "second done"),
+		llmtest.Transition("nowhere", "a"),
+		llmtest.Transition("nowhere", "b"),
+		llmtest.Transition("nowhere", "c"),
+		llmtest.Transition("COMPLETE", "second done"),
 	)
 	fin := f.run(f.start("two-step", "x"))
 	if fin.To != core.JobSucceeded {
@@ -405,7 +396,7 @@ func TestTextOnlyReplies(t *testing.T) {
 		llmtest.Text("thinking"),
 		llmtest.Text("still thinking"),
 		llmtest.Text("my final words"),
-		transition("COMPLETE", "done"),
+		llmtest.Transition("COMPLETE", "done"),
 	)
 	fin := f.run(f.start("two-step", "x"))
 	if fin.To != core.JobSucceeded {
@@ -468,7 +459,7 @@ func TestContextLevels(t *testing.T) {
 		llmtest.Call("Read", `{"path":"input/none"}`).WithUsage(72000, 100),
 		llmtest.Call("Read", `{"path":"input/none"}`).WithUsage(86000, 100),
 		llmtest.Call("Read", `{"path":"input/none"}`).WithUsage(96000, 100),
-		transition("COMPLETE", "second done").WithUsage(1000, 10),
+		llmtest.Transition("COMPLETE", "second done").WithUsage(1000, 10),
 	)
 	j := f.start("two-step", "x")
 	fin := f.run(j)
@@ -536,9 +527,9 @@ func TestMaxMovementsBudget(t *testing.T) {
 	var steps []llmtest.Step
 	for i := range 6 {
 		if i%2 == 0 {
-			steps = append(steps, transition("second", "s"))
+			steps = append(steps, llmtest.Transition("second", "s"))
 		} else {
-			steps = append(steps, transition("first", "again"))
+			steps = append(steps, llmtest.Transition("first", "again"))
 		}
 	}
 	f.srv.Script(steps...)
@@ -573,8 +564,8 @@ func TestAskResumesAtMovementWithLastComments(t *testing.T) {
 	f := newFixture(t, map[string]string{"two-step": twoStep})
 	f.comment(core.RoleUser, "alice", "make the report")
 	f.srv.Script(
-		transition("second", "drafted"),
-		transition("ASK", "need the year", "question", "Which year?"),
+		llmtest.Transition("second", "drafted"),
+		llmtest.Transition("ASK", "need the year", "question", "Which year?"),
 	)
 	j := f.start("two-step", "make the report")
 	fin := f.run(j)
@@ -590,7 +581,7 @@ func TestAskResumesAtMovementWithLastComments(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.srv.Script(transition("COMPLETE", "report for 2025"))
+	f.srv.Script(llmtest.Transition("COMPLETE", "report for 2025"))
 	fin = f.run(j2)
 	if fin.To != core.JobSucceeded {
 		t.Fatalf("finish = %+v", fin)
@@ -612,7 +603,7 @@ func TestAskResumesAtMovementWithLastComments(t *testing.T) {
 func TestLongInstructionCutAndSaved(t *testing.T) {
 	f := newFixture(t, nil)
 	long := strings.Repeat("word ", 2000) // 10,000 characters
-	f.srv.Script(transition("COMPLETE", "ok"))
+	f.srv.Script(llmtest.Transition("COMPLETE", "ok"))
 	j := f.start("chat", long)
 	f.run(j)
 	user := f.srv.Requests()[0].Messages[1].Text()
@@ -661,8 +652,8 @@ movements:
 	git("commit", "-q", "-m", "start")
 	f.srv.Script(
 		llmtest.Call("Write", `{"path":"output/notes.txt","content":"new line\n"}`),
-		transition("check", "changed notes"),
-		transition("COMPLETE", "checked"),
+		llmtest.Transition("check", "changed notes"),
+		llmtest.Transition("COMPLETE", "checked"),
 	)
 	f.run(f.start("git-step", "x"))
 	user := f.srv.Requests()[2].Messages[1].Text()
@@ -685,7 +676,7 @@ func TestReadImageSentAsImagePart(t *testing.T) {
 	}
 	f.srv.Script(
 		llmtest.Call("ReadImage", `{"path":"input/shot.png"}`),
-		transition("COMPLETE", "a black square"),
+		llmtest.Transition("COMPLETE", "a black square"),
 	)
 	f.run(f.start("chat", "what is in the screenshot?"))
 	second := f.srv.Requests()[1]
@@ -705,7 +696,7 @@ func TestReadImageSentAsImagePart(t *testing.T) {
 func TestInvalidUTF8AndHugeComment(t *testing.T) {
 	f := newFixture(t, nil)
 	f.comment(core.RoleUser, "bob", "bad \xff\xfe bytes and "+strings.Repeat("x", 1<<20))
-	f.srv.Script(transition("COMPLETE", "ok"))
+	f.srv.Script(llmtest.Transition("COMPLETE", "ok"))
 	fin := f.run(f.start("chat", "look \xff here"))
 	if fin.To != core.JobSucceeded {
 		t.Fatalf("finish = %+v", fin)
@@ -725,7 +716,7 @@ func TestInvalidUTF8AndHugeComment(t *testing.T) {
 func TestRedeliveredJobResumesAtItsMovement(t *testing.T) {
 	f := newFixture(t, map[string]string{"two-step": twoStep})
 	f.srv.Script(
-		transition("second", "first done", "lessons", "remember the port is 8080"),
+		llmtest.Transition("second", "first done", "lessons", "remember the port is 8080"),
 		llmtest.Call("Read", `{"path":"input/none"}`),
 	)
 	j := f.start("two-step", "x")
@@ -745,7 +736,7 @@ func TestRedeliveredJobResumesAtItsMovement(t *testing.T) {
 		t.Fatalf("persisted progress: movement %q count %d, want second and 1", j2.Movement, j2.MovementCount)
 	}
 	before := len(f.srv.Requests())
-	f.srv.Script(transition("COMPLETE", "done"))
+	f.srv.Script(llmtest.Transition("COMPLETE", "done"))
 	f.srv.Handle(nil)
 	fin := f.run(j2)
 	if fin.To != core.JobSucceeded {
@@ -765,7 +756,7 @@ func TestSteeringReachesTheNextRequest(t *testing.T) {
 	f.comment(core.RoleUser, "alice", "summarise the report")
 	steps := []llmtest.Step{
 		llmtest.Call("Read", `{"path":"input/none"}`),
-		transition("COMPLETE", "done"),
+		llmtest.Transition("COMPLETE", "done"),
 	}
 	n := 0
 	f.srv.Handle(func(llmtest.Request) llmtest.Step {
@@ -796,10 +787,10 @@ func TestSteeringReachesTheNextRequest(t *testing.T) {
 func TestPreviousAnswerGivenToNextJob(t *testing.T) {
 	f := newFixture(t, nil)
 	answer := strings.Repeat("long answer ", 250) // 3,000 characters, 2,999 once trimmed
-	f.srv.Script(transition("COMPLETE", answer))
+	f.srv.Script(llmtest.Transition("COMPLETE", answer))
 	j1 := f.start("chat", "first question")
 	f.finish(j1, f.run(j1))
-	f.srv.Script(transition("COMPLETE", "second answer"))
+	f.srv.Script(llmtest.Transition("COMPLETE", "second answer"))
 	j2 := f.start("chat", "a follow-up")
 	f.run(j2)
 	user := f.srv.Requests()[1].Messages[1].Text()

@@ -1,6 +1,7 @@
 package llmtest
 
 import (
+	"encoding/json"
 	"net/http"
 	"time"
 )
@@ -53,6 +54,17 @@ func Text(s string) Step { return Step{Text: s} }
 // Call answers with one tool call; args is its JSON arguments text.
 func Call(name, args string) Step {
 	return Step{ToolCalls: []ToolCall{{Name: name, Arguments: args}}}
+}
+
+// Transition is a call of Baton's transition tool to next with summary;
+// extra adds string arguments in pairs ("question", "Which year?").
+func Transition(next, summary string, extra ...string) Step {
+	args := map[string]any{"next_step": next, "summary": summary}
+	for i := 0; i+1 < len(extra); i += 2 {
+		args[extra[i]] = extra[i+1]
+	}
+	b, _ := json.Marshal(args)
+	return Call("transition", string(b))
 }
 
 // Calls answers with the tool calls (and text) of all the given steps in one
