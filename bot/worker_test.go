@@ -46,6 +46,11 @@ func TestWorkerRunsJobsFromRedis(t *testing.T) {
 	conf := writeConfig(t, "tools:\n  bash:\n    sandbox: none\n")
 	env := map[string]string{"REDIS_URL": "redis://" + srv.Addr() + "/0", "BATON_DATA_DIR": data, "OPENAI_BASE_URL": llmSrv.URL(), "OPENAI_API_KEY": "sk-x"}
 
+	st, err := sqlite.Open(context.Background(), filepath.Join(data, "baton.db"), sqlite.Options{WorkspaceRoot: filepath.Join(data, "workspaces")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
 	ctx, stop := context.WithCancel(context.Background())
 	var stderr syncBuffer
 	done := make(chan error, 1)
@@ -55,11 +60,6 @@ func TestWorkerRunsJobsFromRedis(t *testing.T) {
 		done <- m.Run(ctx, []string{"worker", "--config", conf})
 	}()
 
-	st, err := sqlite.Open(context.Background(), filepath.Join(data, "baton.db"), sqlite.Options{WorkspaceRoot: filepath.Join(data, "workspaces")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
 	q, err := queue.NewRedis(srv.Client(t), queue.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -72,7 +72,7 @@ func TestWorkerRunsJobsFromRedis(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for {
 		got, err := st.Job(context.Background(), j.ID)
 		if err != nil {
@@ -87,7 +87,11 @@ func TestWorkerRunsJobsFromRedis(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("job still %s; worker log:\n%s", got.State, stderr.String())
 		}
-		time.Sleep(50 * time.Millisecond)
+		select {
+		case err := <-done:
+			t.Fatalf("worker ended early with %v; log:\n%s", err, stderr.String())
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 	stop()
 	select {

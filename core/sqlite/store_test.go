@@ -314,3 +314,35 @@ func TestConcurrentStores(t *testing.T) {
 		t.Errorf("outbox has %d messages, max seq %d; want 200 and 200", n, maxSeq)
 	}
 }
+
+// TestConcurrentOpenOnFreshFile opens one new database file from several
+// stores at once, as a gateway and its workers starting together do: every
+// Open succeeds and the migrations are applied once.
+func TestConcurrentOpenOnFreshFile(t *testing.T) {
+	for round := range 20 {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "baton.db")
+		var wg sync.WaitGroup
+		errs := make(chan error, 4)
+		for range 4 {
+			wg.Go(func() {
+				s, err := Open(t.Context(), path, Options{WorkspaceRoot: dir})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if _, _, err := s.EnsureTask(t.Context(), core.Task{Thread: core.ThreadRef{Platform: core.PlatformAPI, Thread: "1"}}); err != nil {
+					errs <- err
+				}
+				errs <- s.Close()
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+	}
+}
