@@ -31,6 +31,9 @@ type metrics struct {
 	movements    *prometheus.HistogramVec
 	claimLatency prometheus.Histogram
 	jobDurations *prometheus.HistogramVec
+
+	tokenError  *prometheus.HistogramVec
+	tokenFactor *prometheus.GaugeVec
 }
 
 var (
@@ -58,10 +61,13 @@ func newMetrics() *metrics {
 	m.toolCalls = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_tool_calls_total", Help: "Tool calls by tool."}, []string{"tool"})
 	m.toolErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_tool_errors_total", Help: "Tool calls that returned an error, by tool."}, []string{"tool"})
 	m.toolLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "baton_tool_seconds", Help: "Tool run time by tool.", Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}, []string{"tool"})
-	m.levels = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_context_levels_total", Help: "Context ladder levels reached in movements."}, []string{"level"})
+	m.levels = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_context_levels_total", Help: "Context manager steps taken in movements: ladder levels (warn, prompt, force_transition, exhausted) and masked, compacted."}, []string{"level"})
 	m.movements = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "baton_movement_seconds", Help: "Movement durations by piece and movement.", Buckets: prometheus.ExponentialBuckets(0.5, 2, 12)}, []string{"piece", "movement"})
 	m.claimLatency = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "baton_claim_seconds", Help: "Latency of queue claims that returned jobs.", Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10)})
 	m.jobDurations = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "baton_job_run_seconds", Help: "Job runs by how their lease was settled (ack, nack, park, requeue, drop).", Buckets: prometheus.ExponentialBuckets(0.01, 4, 10)}, []string{"action"})
+	m.tokenError = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "baton_token_estimate_ratio", Help: "Prompt tokens the LLM reported divided by the offline tokenizer's count of the same request, by model (1 is exact).", Buckets: []float64{0.5, 0.7, 0.8, 0.9, 0.95, 1, 1.05, 1.1, 1.2, 1.3, 1.5, 2}}, []string{"model"})
+	m.tokenFactor = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "baton_token_correction_factor", Help: "Correction factor applied to the offline tokenizer's counts, learned per model."}, []string{"model"})
+	m.reg.MustRegister(m.tokenError, m.tokenFactor)
 	m.reg.MustRegister(m.llmLatency, m.llmTokens, m.llmErrors, m.toolCalls, m.toolErrors, m.toolLatency, m.levels, m.movements,
 		m.claimLatency, m.jobDurations, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -102,6 +108,13 @@ func (m *metrics) ToolCall(tool string, took time.Duration, failed bool) {
 }
 
 func (m *metrics) ContextLevel(level string) { m.levels.WithLabelValues(level).Inc() }
+
+func (m *metrics) TokenEstimate(model string, estimated, reported int, factor float64) {
+	if estimated > 0 {
+		m.tokenError.WithLabelValues(model).Observe(float64(reported) / float64(estimated))
+	}
+	m.tokenFactor.WithLabelValues(model).Set(factor)
+}
 
 func (m *metrics) Movement(piece, movement string, took time.Duration) {
 	m.movements.WithLabelValues(piece, movement).Observe(took.Seconds())

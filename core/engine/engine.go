@@ -62,6 +62,7 @@ type Status struct {
 	Iteration     int
 	Tokens        int64
 	Level         string // the context level reached: "", warn, prompt, …
+	Compactions   int    // times this movement's context was compacted
 	Started       time.Time
 }
 
@@ -83,6 +84,10 @@ type Meter interface {
 	ContextLevel(level string)
 	// Movement is one movement run to its end.
 	Movement(piece, movement string, took time.Duration)
+	// TokenEstimate compares the offline tokenizer's count of a request
+	// with the prompt tokens the provider reported for it; factor is the
+	// model's correction factor learned so far.
+	TokenEstimate(model string, estimated, reported int, factor float64)
 }
 
 // Levels are the context manager's thresholds, as fractions of the window.
@@ -91,6 +96,52 @@ type Levels struct {
 	Prompt    float64 // a message asking to wrap up (0.85)
 	Force     float64 // the movement is forced to default_next (0.95)
 	Exhausted float64 // internal flag (0.99)
+}
+
+// Compaction configures what keeps a movement going when its context
+// fills up (beyond the design note): masking old tool results and
+// summarising the movement so far. The zero value is off, which gives the
+// note's ladder exactly.
+type Compaction struct {
+	Enabled bool
+	// Mask is the fraction of the window from which tool results older
+	// than the last KeepResults are replaced by a stub (0.60).
+	Mask float64
+	// Compact is the fraction at which the movement is summarised and
+	// continued from the summary (0.80).
+	Compact float64
+	// Target is the fraction a compaction must get under; above it the
+	// wrap-up prompt follows at once (0.50).
+	Target float64
+	// MaxPerMovement caps compactions in one movement (2).
+	MaxPerMovement int
+	// KeepResults is how many of the latest tool results masking leaves
+	// whole, and how many masking waits for before it masks again (5).
+	KeepResults int
+	// KeepPairs is how many of the latest tool calls, with their results,
+	// compaction keeps whole (3).
+	KeepPairs int
+}
+
+func (c *Compaction) setDefaults() {
+	if c.Mask <= 0 {
+		c.Mask = 0.60
+	}
+	if c.Compact <= 0 {
+		c.Compact = 0.80
+	}
+	if c.Target <= 0 {
+		c.Target = 0.50
+	}
+	if c.MaxPerMovement <= 0 {
+		c.MaxPerMovement = 2
+	}
+	if c.KeepResults <= 0 {
+		c.KeepResults = 5
+	}
+	if c.KeepPairs <= 0 {
+		c.KeepPairs = 3
+	}
 }
 
 // Config configures an Engine. Zero fields take the defaults noted.
@@ -103,6 +154,7 @@ type Config struct {
 	MaxOutputTokens     int            // per completion (4,096)
 	MaxTokensPerJob     int64          // prompt + completion tokens; 0: unlimited
 	Levels              Levels
+	Compaction          Compaction
 	ToolResultMaxTokens int   // ceiling of one tool result (60,000)
 	ReminderAfter       int   // text-only replies before a reminder (1)
 	MovementLogBytes    int64 // cap of each movement's log under logs/ (2 MiB)
@@ -132,6 +184,7 @@ func (c *Config) setDefaults() {
 	if c.Levels == (Levels{}) {
 		c.Levels = Levels{Warn: 0.70, Prompt: 0.85, Force: 0.95, Exhausted: 0.99}
 	}
+	c.Compaction.setDefaults()
 	if c.ToolResultMaxTokens <= 0 {
 		c.ToolResultMaxTokens = 60000
 	}
@@ -158,6 +211,7 @@ type Engine struct {
 	tokens  tokens.Counter
 	cfg     Config
 	text    *texts
+	corr    corrections // tokenizer correction per model
 }
 
 var _ worker.Engine = (*Engine)(nil)

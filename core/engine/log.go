@@ -24,16 +24,22 @@ type loggedMessage struct {
 // logs/movements/job<id>-<n>-<movement>.jsonl, capped at MovementLogBytes,
 // for debugging. It is never read back into a prompt.
 func (pr *pieceRun) writeMovementLog(movement string, msgs []llm.Message) {
+	pr.writeLog(fmt.Sprintf("job%d-%02d-%s.jsonl", pr.job.ID, pr.job.MovementCount+1, movement), msgs)
+}
+
+// writeLog writes msgs to logs/movements/name, capped at
+// MovementLogBytes, and returns its path in the workspace.
+func (pr *pieceRun) writeLog(name string, msgs []llm.Message) string {
+	rel := "logs/movements/" + name
 	dir := filepath.Join(pr.ws.Root(), "logs", "movements")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		pr.log.Warn("movement log", "err", err)
-		return
+		return rel
 	}
-	name := fmt.Sprintf("job%d-%02d-%s.jsonl", pr.job.ID, pr.job.MovementCount+1, movement)
 	f, err := os.Create(filepath.Join(dir, name))
 	if err != nil {
 		pr.log.Warn("movement log", "err", err)
-		return
+		return rel
 	}
 	defer f.Close()
 	limit := pr.e.cfg.MovementLogBytes
@@ -51,9 +57,10 @@ func (pr *pieceRun) writeMovementLog(movement string, msgs []llm.Message) {
 		line = append(line, '\n')
 		if written+int64(len(line)) > limit {
 			fmt.Fprintf(f, "{\"note\":\"log cut at %d bytes\"}\n", limit)
-			return
+			return rel
 		}
 		n, _ := f.Write(line)
 		written += int64(n)
 	}
+	return rel
 }

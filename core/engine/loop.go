@@ -30,7 +30,12 @@ type movement struct {
 	tools map[string]tools.Tool
 	defs  []llm.ToolDef
 	msgs  []llm.Message
+	meta  []msgMeta // parallel to msgs
 	meter *meter
+
+	results     int  // tool results so far, numbering them
+	compactions int  // compactions so far
+	compactOff  bool // compaction gave up for this movement
 }
 
 // runMovement runs mv from its system and user prompts until a transition,
@@ -59,38 +64,61 @@ func (pr *pieceRun) runMovement(ctx context.Context, mv *piece.Movement, system,
 	}
 	m.defs = append(m.defs, transitionDef(m.next))
 	m.meter = newMeter(pr.e.cfg.ContextWindow, pr.e.tokens, m.defs)
+	m.meter.corr = pr.e.corr.forModel(m.model())
+	m.meter.factor = m.meter.corr.current()
 	m.add(llm.Message{Role: llm.RoleSystem, Content: system})
 	m.add(llm.Message{Role: llm.RoleUser, Content: user})
 	defer pr.writeMovementLog(mv.Name, m.msgs)
 	return m.loop(ctx)
 }
 
+// add appends msg to the movement's conversation.
 func (m *movement) add(msg llm.Message) {
+	md := msgMeta{kind: kindOther}
+	if msg.Role == llm.RoleTool {
+		m.results++
+		md = msgMeta{kind: kindResult, seq: m.results}
+	}
+	m.addMeta(msg, md)
+}
+
+func (m *movement) addMeta(msg llm.Message, md msgMeta) {
 	m.msgs = append(m.msgs, msg)
+	m.meta = append(m.meta, md)
 	m.meter.appended(msg)
+}
+
+// model returns the model the movement's requests name.
+func (m *movement) model() string {
+	if m.mv.Model != "" {
+		return m.mv.Model
+	}
+	return m.pr.e.cfg.Model
 }
 
 func (m *movement) loop(ctx context.Context) (outcome, error) {
 	pr, e := m.pr, m.pr.e
 	textOnly, invalid := 0, 0
 	lastText := ""
-	model := m.mv.Model
-	if model == "" {
-		model = e.cfg.Model
-	}
+	model := m.model()
 	for iter := 1; ; iter++ {
 		if iter > m.mv.MaxIterations {
 			return m.forced(lastText, e.text.fill("forced_iterations", map[string]string{"n": strconv.Itoa(m.mv.MaxIterations)})), nil
 		}
 		for _, msg := range pr.steering(ctx) {
-			m.add(msg)
+			m.addMeta(msg, msgMeta{kind: kindHuman})
 		}
-		if out, stop := m.checkContext(ctx, lastText); stop {
+		out, stop, err := m.checkContext(ctx, lastText)
+		if err != nil {
+			return outcome{}, err
+		}
+		if stop {
 			return out, nil
 		}
 		pr.mu.Lock()
 		pr.iteration = iter
 		pr.mu.Unlock()
+		m.meter.sending()
 		start := time.Now()
 		resp, err := e.model.Complete(ctx, llm.Request{Model: model, Messages: m.msgs, Tools: m.defs, MaxTokens: e.cfg.MaxOutputTokens, ToolChoice: llm.ToolChoiceAuto})
 		if e.cfg.Meter != nil {
@@ -102,11 +130,14 @@ func (m *movement) loop(ctx context.Context) (outcome, error) {
 			}
 			return outcome{}, &failure{reason: fmt.Sprintf(e.text.msg("model_failed"), plainError(err))}
 		}
-		if err := pr.addUsage(ctx, m.mv.Name, resp.Usage, m.meter); err != nil {
+		if err := pr.addUsage(ctx, m.mv.Name, resp.Usage, m.meter.used()); err != nil {
 			return outcome{}, err
 		}
 		m.add(resp.Message)
 		m.meter.responded(resp.Usage)
+		if e.cfg.Meter != nil && resp.Usage.Reported {
+			e.cfg.Meter.TokenEstimate(model, m.meter.sent, resp.Usage.PromptTokens, m.meter.factor)
+		}
 
 		calls := resp.Message.ToolCalls
 		if text := strings.TrimSpace(resp.Message.Content); text != "" {
@@ -167,35 +198,47 @@ func (m *movement) loop(ctx context.Context) (outcome, error) {
 	}
 }
 
-// checkContext applies the context manager's ladder before a request. It
-// reports stop with the forced outcome when the window is too full to go on.
-//
-// Compaction (context.compaction: on) slots in here, before the ladder:
-// masking old tool results and summarising the movement so far lower the
-// ratio, so that the 85 % prompt and the forced transition are reached only
-// when it could not help. With compaction off (the only value until it is
-// built) the ladder is the note's, exactly.
-func (m *movement) checkContext(ctx context.Context, lastText string) (outcome, bool) {
-	pr, e := m.pr, m.pr.e
+// checkContext runs the context manager before a request. With compaction
+// on, masking and compaction go first and lower the ratio, so that the
+// note's ladder — warn, the wrap-up prompt, the forced transition — is
+// reached only when they could not help; with compaction off the ladder is
+// the note's, exactly. stop reports the forced outcome when the window is
+// too full to go on; err ends the attempt (the context ended, the token
+// budget spent while summarising).
+func (m *movement) checkContext(ctx context.Context, lastText string) (out outcome, stop bool, err error) {
+	e := m.pr.e
+	if c := e.cfg.Compaction; c.Enabled {
+		m.mask(ctx)
+		if !m.compactOff && m.compactions < c.MaxPerMovement && m.meter.ratio() >= c.Compact {
+			if err := m.compact(ctx); err != nil {
+				return outcome{}, false, err
+			}
+		}
+	}
 	ratio := m.meter.ratio()
 	for _, l := range m.meter.check(e.cfg.Levels) {
-		pct := strconv.Itoa(int(ratio * 100))
-		pr.mu.Lock()
-		pr.level = l
-		pr.mu.Unlock()
-		if e.cfg.Meter != nil {
-			e.cfg.Meter.ContextLevel(l.String())
-		}
-		_ = pr.event(ctx, "context_"+l.String(), m.mv.Name, fmt.Sprintf("context %s%% full (%d of %d tokens)", pct, m.meter.used(), m.meter.window))
-		switch l {
-		case levelPrompt:
-			m.add(llm.Message{Role: llm.RoleUser, Content: e.text.msg("wrap_up")})
-		}
+		m.reached(ctx, l, ratio)
 	}
 	if m.meter.fired[levelForce] {
-		return m.forced(lastText, e.text.fill("forced_context", map[string]string{"pct": strconv.Itoa(int(ratio * 100))})), true
+		return m.forced(lastText, e.text.fill("forced_context", map[string]string{"pct": strconv.Itoa(int(ratio * 100))})), true, nil
 	}
-	return outcome{}, false
+	return outcome{}, false, nil
+}
+
+// reached acts on a rung of the ladder the movement has just reached: a
+// job event, and for the prompt rung the wrap-up message.
+func (m *movement) reached(ctx context.Context, l level, ratio float64) {
+	pr, e := m.pr, m.pr.e
+	pr.mu.Lock()
+	pr.level = l
+	pr.mu.Unlock()
+	if e.cfg.Meter != nil {
+		e.cfg.Meter.ContextLevel(l.String())
+	}
+	_ = pr.event(ctx, "context_"+l.String(), m.mv.Name, fmt.Sprintf("context %d%% full (%d of %d tokens)", int(ratio*100), m.meter.used(), m.meter.window))
+	if l == levelPrompt {
+		m.add(llm.Message{Role: llm.RoleUser, Content: e.text.msg("wrap_up")})
+	}
 }
 
 // forced returns the mechanical transition to the movement's default next

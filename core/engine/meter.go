@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"sync"
+
 	"github.com/baton-bot/baton/core/llm"
 	"github.com/baton-bot/baton/core/tokens"
 )
@@ -32,12 +34,17 @@ func (l level) String() string {
 // meter tracks how full a movement's context window is. Before every
 // request it computes (P + C + N) / window, where P and C are the last
 // response's prompt and completion tokens and N the tokens of what was
-// appended since, counted with the tokenizer; when the provider reports no
-// usage, the whole request is counted. Each message is counted once, when
-// it is appended, so a turn costs the tokenizer only its new content.
+// appended since (negative when masking removed more than was added),
+// counted with the tokenizer and scaled by the model's correction factor;
+// when the provider reports no usage, the whole request is counted. Each
+// message is counted once, when it is appended, so a turn costs the
+// tokenizer only its new content.
 type meter struct {
 	window  int
 	counter tokens.Counter
+	corr    *correction // the model's tokenizer correction; nil: none
+	factor  float64     // corr's factor when the movement last heard from the model
+	sent    int         // the tokenizer's count of the last request
 
 	counts    []int // tokens of each message, parallel to the messages
 	total     int   // sum of counts
@@ -50,7 +57,7 @@ type meter struct {
 }
 
 func newMeter(window int, counter tokens.Counter, defs []llm.ToolDef) *meter {
-	m := &meter{window: window, counter: counter}
+	m := &meter{window: window, counter: counter, factor: 1}
 	for _, d := range defs {
 		m.toolDefs += counter.Count(d.Name) + counter.Count(d.Description) + counter.Count(string(d.Parameters))
 	}
@@ -81,8 +88,23 @@ func (m *meter) appended(msg llm.Message) {
 	m.sinceLast += n
 }
 
+// replaced records that message i was replaced by msg (a masked tool
+// result): the difference counts as appended.
+func (m *meter) replaced(i int, msg llm.Message) {
+	n := m.count(msg)
+	d := n - m.counts[i]
+	m.counts[i] = n
+	m.total += d
+	m.sinceLast += d
+}
+
+// sending records the tokenizer's count of the request about to be sent,
+// for comparison with the prompt tokens the response reports.
+func (m *meter) sending() { m.sent = m.total + m.toolDefs }
+
 // responded records the usage of a response; the assistant message itself
-// must be recorded with appended first.
+// must be recorded with appended first. It teaches the correction the
+// difference between the reported prompt and the tokenizer's count.
 func (m *meter) responded(u llm.Usage) {
 	if !u.Reported {
 		m.reported = false
@@ -90,14 +112,42 @@ func (m *meter) responded(u llm.Usage) {
 	}
 	m.reported = true
 	m.lastP, m.lastC, m.sinceLast = u.PromptTokens, u.CompletionTokens, 0
+	if m.corr != nil {
+		m.factor = m.corr.learn(m.sent, u.PromptTokens)
+	}
 }
 
 // used returns the tokens the next request will hold.
 func (m *meter) used() int {
 	if m.reported {
-		return m.lastP + m.lastC + m.sinceLast
+		return m.lastP + m.lastC + m.scale(m.sinceLast)
 	}
-	return m.total + m.toolDefs
+	return m.scale(m.total + m.toolDefs)
+}
+
+// scale turns a tokenizer count into the model's tokens.
+func (m *meter) scale(n int) int { return int(float64(n) * m.factor) }
+
+// estimate returns the tokens msgs would take with the tool definitions,
+// counted afresh and scaled.
+func (m *meter) estimate(msgs []llm.Message) int {
+	n := m.toolDefs
+	for _, msg := range msgs {
+		n += m.count(msg)
+	}
+	return m.scale(n)
+}
+
+// restart recounts the movement from msgs after compaction replaced its
+// messages; the levels already fired stay fired, and the next request is
+// estimated with the tokenizer until a response reports usage.
+func (m *meter) restart(msgs []llm.Message) {
+	m.counts, m.total, m.sinceLast, m.reported = m.counts[:0], 0, 0, false
+	m.lastP, m.lastC = 0, 0
+	for _, msg := range msgs {
+		m.appended(msg)
+	}
+	m.sinceLast = 0
 }
 
 // ratio returns used / window.
@@ -120,4 +170,75 @@ func (m *meter) check(lv Levels) []level {
 		}
 	}
 	return out
+}
+
+// Bounds of a correction factor: tokenizers of current models differ from
+// the offline one by tens of percent, not by multiples; a wild report (a
+// provider counting something else) must not make every estimate absurd.
+const (
+	minFactor = 0.5
+	maxFactor = 2.0
+	// minSample is the smallest request whose count teaches the factor:
+	// below it the fixed overheads dominate the ratio.
+	minSample = 500
+	// learnRate weighs each new observation in the moving average.
+	learnRate = 0.2
+)
+
+// correction is a per-model factor between the offline tokenizer's counts
+// and the prompt tokens the provider reports, learned as an exponentially
+// weighted moving average over the engine's life. It is safe for
+// concurrent use.
+type correction struct {
+	mu     sync.Mutex
+	factor float64 // guarded by mu; 0 until the first observation
+}
+
+// learn records one request counted as estimated and reported as
+// reported, and returns the factor to use from now on.
+func (c *correction) learn(estimated, reported int) float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if estimated >= minSample && reported > 0 {
+		r := min(max(float64(reported)/float64(estimated), minFactor), maxFactor)
+		if c.factor == 0 {
+			c.factor = r
+		} else {
+			c.factor += learnRate * (r - c.factor)
+		}
+	}
+	if c.factor == 0 {
+		return 1
+	}
+	return c.factor
+}
+
+// current returns the factor (1 before any observation).
+func (c *correction) current() float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.factor == 0 {
+		return 1
+	}
+	return c.factor
+}
+
+// corrections holds one correction per model.
+type corrections struct {
+	mu sync.Mutex
+	m  map[string]*correction // guarded by mu
+}
+
+func (cs *corrections) forModel(model string) *correction {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.m == nil {
+		cs.m = map[string]*correction{}
+	}
+	c, ok := cs.m[model]
+	if !ok {
+		c = &correction{}
+		cs.m[model] = c
+	}
+	return c
 }

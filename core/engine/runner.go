@@ -63,6 +63,7 @@ type pieceRun struct {
 	movement         string // guarded by mu: for status
 	iteration        int
 	level            level
+	compactions      int // in the current movement
 	promptTokens     int64
 	completionTokens int64
 }
@@ -116,7 +117,7 @@ func (pr *pieceRun) run(ctx context.Context) (core.Finish, error) {
 		}
 		mv, _ := pr.piece.Movement(name)
 		pr.mu.Lock()
-		pr.movement, pr.iteration, pr.level = name, 0, levelNone
+		pr.movement, pr.iteration, pr.level, pr.compactions = name, 0, levelNone, 0
 		pr.mu.Unlock()
 		if err := pr.save(ctx, name); err != nil {
 			return core.Finish{}, err
@@ -345,7 +346,7 @@ func (pr *pieceRun) observe(ctx context.Context) {
 	st := Status{
 		JobID: pr.job.ID, TaskID: pr.task.ID, Piece: pr.piece.Name, Movement: pr.movement,
 		MovementCount: pr.job.MovementCount + 1, MaxMovements: pr.piece.MaxMovements, Iteration: pr.iteration,
-		Tokens: pr.promptTokens + pr.completionTokens, Started: pr.job.StartedAt,
+		Tokens: pr.promptTokens + pr.completionTokens, Started: pr.job.StartedAt, Compactions: pr.compactions,
 	}
 	if pr.level != levelNone {
 		st.Level = pr.level.String()
@@ -355,10 +356,11 @@ func (pr *pieceRun) observe(ctx context.Context) {
 }
 
 // addUsage accounts one response's tokens and enforces the job's budget.
-func (pr *pieceRun) addUsage(ctx context.Context, movement string, u llm.Usage, m *meter) error {
+// estimate stands for the prompt tokens when the response reported none.
+func (pr *pieceRun) addUsage(ctx context.Context, movement string, u llm.Usage, estimate int) error {
 	prompt, completion := int64(u.PromptTokens), int64(u.CompletionTokens)
 	if !u.Reported {
-		prompt, completion = int64(m.used()), 0
+		prompt, completion = int64(estimate), 0
 	}
 	pr.mu.Lock()
 	pr.promptTokens += prompt

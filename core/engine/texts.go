@@ -15,8 +15,8 @@ var promptFS embed.FS
 
 // texts are the prompts and messages of one locale.
 type texts struct {
-	system, instruction, user *template.Template
-	msgs                      map[string]string
+	system, instruction, user, compact *template.Template
+	msgs                               map[string]string
 }
 
 // loadTexts parses the templates and messages of locale ("en" or "ja").
@@ -25,7 +25,7 @@ func loadTexts(locale string) (*texts, error) {
 		return nil, fmt.Errorf("locale %q: want en or ja", locale)
 	}
 	t := &texts{}
-	for name, dst := range map[string]**template.Template{"system": &t.system, "instruction": &t.instruction, "user": &t.user} {
+	for name, dst := range map[string]**template.Template{"system": &t.system, "instruction": &t.instruction, "user": &t.user, "compact": &t.compact} {
 		src, err := promptFS.ReadFile("prompts/" + locale + "/" + name + ".tmpl")
 		if err != nil {
 			return nil, err

@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
@@ -238,6 +239,30 @@ func (e *StatusError) Retryable() bool {
 	return e.StatusCode == http.StatusTooManyRequests ||
 		e.StatusCode == http.StatusRequestTimeout ||
 		e.StatusCode >= 500
+}
+
+// IsContextOverflow reports whether err is the server refusing a request
+// because it does not fit the model's context window: OpenAI's
+// context_length_exceeded, or a 400/413 whose message says so (vLLM,
+// llama.cpp and Ollama word it their own way).
+func IsContextOverflow(err error) bool {
+	var se *StatusError
+	if !errors.As(err, &se) {
+		return false
+	}
+	if se.Code == "context_length_exceeded" {
+		return true
+	}
+	if se.StatusCode != http.StatusBadRequest && se.StatusCode != http.StatusRequestEntityTooLarge {
+		return false
+	}
+	msg := strings.ToLower(se.Message)
+	for _, s := range []string{"context length", "context window", "maximum context", "too many tokens", "prompt is too long", "exceeds the context"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
 }
 
 func statusText(code int) string {

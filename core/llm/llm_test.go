@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -721,6 +722,26 @@ func TestConcurrentUse(t *testing.T) {
 	for i, err := range errs {
 		if err != nil {
 			t.Errorf("call %d: %v", i, err)
+		}
+	}
+}
+
+func TestIsContextOverflow(t *testing.T) {
+	tests := []struct {
+		err  error
+		want bool
+	}{
+		{&llm.StatusError{StatusCode: 400, Code: "context_length_exceeded"}, true},
+		{fmt.Errorf("wrapped: %w", &llm.StatusError{StatusCode: 400, Message: "This model's maximum context length is 8192 tokens"}), true},
+		{&llm.StatusError{StatusCode: 400, Message: "the request exceeds the context window"}, true},
+		{&llm.StatusError{StatusCode: 413, Message: "prompt is too long"}, true},
+		{&llm.StatusError{StatusCode: 400, Message: "invalid tool schema"}, false},
+		{&llm.StatusError{StatusCode: 500, Message: "context length"}, false},
+		{errors.New("context length"), false},
+	}
+	for _, tt := range tests {
+		if got := llm.IsContextOverflow(tt.err); got != tt.want {
+			t.Errorf("IsContextOverflow(%v) = %v, want %v", tt.err, got, tt.want)
 		}
 	}
 }
