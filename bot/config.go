@@ -70,6 +70,8 @@ type ContextConfig struct {
 	Exhausted           float64 `yaml:"exhausted"`
 	ToolResultMaxTokens int     `yaml:"tool_result_max_tokens"`
 	Compaction          string  `yaml:"compaction"` // on | off
+	Mask                float64 `yaml:"mask"`       // masking of old tool results from here (compaction on)
+	Compact             float64 `yaml:"compact"`    // summary and continue from here (compaction on)
 }
 
 // AgentConfig tunes the agent loop.
@@ -192,7 +194,9 @@ func DefaultConfig() Config {
 			ForceTransition:     0.95,
 			Exhausted:           0.99,
 			ToolResultMaxTokens: 60000,
-			Compaction:          "off",
+			Compaction:          "on",
+			Mask:                0.60,
+			Compact:             0.80,
 		},
 		Agent:   AgentConfig{ReminderAfter: 1},
 		Queue:   QueueConfig{Lease: 30 * time.Second, Heartbeat: 10 * time.Second, MaxFailures: 5},
@@ -516,6 +520,18 @@ func (c Config) Validate() error {
 	}
 	v.positive("context.tool_result_max_tokens", int64(c.Context.ToolResultMaxTokens))
 	v.oneOf("context.compaction", c.Context.Compaction, "on", "off")
+	switch {
+	case c.Context.Compaction != "on":
+		// The thresholds are not used.
+	case c.Context.Mask <= 0 || c.Context.Mask > 1:
+		v.fail("context.mask", fmt.Sprintf("must be in (0, 1], got %v", c.Context.Mask))
+	case c.Context.Compact <= 0 || c.Context.Compact > 1:
+		v.fail("context.compact", fmt.Sprintf("must be in (0, 1], got %v", c.Context.Compact))
+	case c.Context.Mask >= c.Context.Compact:
+		v.fail("context.compact", fmt.Sprintf("must be greater than context.mask (%v), got %v", c.Context.Mask, c.Context.Compact))
+	case c.Context.Compact >= c.Context.Prompt:
+		v.fail("context.compact", fmt.Sprintf("must be less than context.prompt (%v): compaction comes before the wrap-up, got %v", c.Context.Prompt, c.Context.Compact))
+	}
 
 	v.notNegative("agent.reminder_after", int64(c.Agent.ReminderAfter))
 

@@ -260,6 +260,10 @@ func TestValidate(t *testing.T) {
 		{"context.exhausted above 1", func(c *Config) { c.Context.Exhausted = 1.5 }, "context.exhausted"},
 		{"context.tool_result_max_tokens", func(c *Config) { c.Context.ToolResultMaxTokens = 0 }, "context.tool_result_max_tokens"},
 		{"context.compaction", func(c *Config) { c.Context.Compaction = "yes" }, "context.compaction"},
+		{"context.mask zero", func(c *Config) { c.Context.Mask = 0 }, "context.mask"},
+		{"context.compact above 1", func(c *Config) { c.Context.Compact = 1.2 }, "context.compact"},
+		{"context.compact below mask", func(c *Config) { c.Context.Mask, c.Context.Compact = 0.7, 0.65 }, "context.compact"},
+		{"context.compact not below prompt", func(c *Config) { c.Context.Compact = 0.85 }, "context.compact"},
 		{"agent.reminder_after", func(c *Config) { c.Agent.ReminderAfter = -1 }, "agent.reminder_after"},
 		{"redis.url scheme", func(c *Config) { c.Redis.URL = "http://localhost:6379" }, "redis.url"},
 		{"redis.url no scheme", func(c *Config) { c.Redis.URL = "localhost:6379" }, "redis.url"},
@@ -343,7 +347,8 @@ func TestValidateAccepts(t *testing.T) {
 		{"ja and Tokyo", func(c *Config) { c.Locale, c.Timezone = "ja", "Asia/Tokyo" }},
 		{"UTC", func(c *Config) { c.Timezone = "UTC" }},
 		{"exhausted at 1", func(c *Config) { c.Context.Exhausted = 1 }},
-		{"compaction on", func(c *Config) { c.Context.Compaction = "on" }},
+		{"compaction off", func(c *Config) { c.Context.Compaction = "off" }},
+		{"compaction thresholds", func(c *Config) { c.Context.Mask, c.Context.Compact = 0.5, 0.75 }},
 		{"access ids", func(c *Config) {
 			c.Access.Admins = []string{"slack:U123", "discord-role:5678"}
 			c.Access.AllowedUsers = []string{"slack-group:S1", "discord:1234"}

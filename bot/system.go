@@ -186,6 +186,9 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger, opts systemOpt
 		Levels: engine.Levels{
 			Warn: cfg.Context.Warn, Prompt: cfg.Context.Prompt, Force: cfg.Context.ForceTransition, Exhausted: cfg.Context.Exhausted,
 		},
+		Compaction: engine.Compaction{
+			Enabled: cfg.Context.Compaction == "on", Mask: cfg.Context.Mask, Compact: cfg.Context.Compact,
+		},
 		ToolResultMaxTokens: cfg.Context.ToolResultMaxTokens, ReminderAfter: cfg.Agent.ReminderAfter,
 		WorkspaceRoot: workspaceRoot(cfg), Observer: observer, Meter: sys.metrics, Logger: log,
 	})

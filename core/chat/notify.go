@@ -221,6 +221,9 @@ func (s *Service) Observe(ctx context.Context, st engine.Status) {
 	if st.Level != "" {
 		level = " context: " + st.Level + "."
 	}
+	if st.Compactions > 0 {
+		level += s.say("compacted_note", "n", strconv.Itoa(st.Compactions))
+	}
 	text := s.say("progress", "piece", st.Piece, "movement", st.Movement, "count", strconv.Itoa(st.MovementCount),
 		"max", strconv.Itoa(st.MaxMovements), "iteration", strconv.Itoa(st.Iteration),
 		"tokens", strconv.FormatInt(st.Tokens, 10), "elapsed", elapsed, "level", level)

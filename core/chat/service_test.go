@@ -17,6 +17,7 @@ import (
 	"github.com/baton-bot/baton/core"
 	"github.com/baton-bot/baton/core/chat"
 	"github.com/baton-bot/baton/core/chat/chattest"
+	"github.com/baton-bot/baton/core/engine"
 	"github.com/baton-bot/baton/core/llmtest"
 	"github.com/baton-bot/baton/core/sqlite"
 )
@@ -575,4 +576,21 @@ func TestSlashCommands(t *testing.T) {
 		t.Errorf("abort #1 = %q", got)
 	}
 	w.waitJob(core.JobAborted)
+}
+
+// TestStatusNotesCompaction: a job whose context was compacted says so in
+// its status message.
+func TestStatusNotesCompaction(t *testing.T) {
+	w := newWorld(t, chat.Access{})
+	ctx := context.Background()
+	task, _, err := w.store.EnsureTask(ctx, core.Task{Thread: thread})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := w.store.CreateJob(ctx, core.Job{TaskID: task.ID, Piece: "chat", Instruction: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.svc.Observe(ctx, engine.Status{JobID: j.ID, TaskID: task.ID, Piece: "chat", Movement: "answer", MovementCount: 1, MaxMovements: 5, Iteration: 3, Level: "warn", Compactions: 2})
+	contains(t, w.outbox(), "context: warn. Context compacted ×2 to keep going.")
 }
