@@ -217,7 +217,7 @@ func (c *cluster) waitTerminal(ids []int64, within time.Duration) {
 			return
 		}
 		if time.Now().After(deadline) {
-			c.t.Fatalf("%d of %d jobs still not terminal after %s", left, len(ids), within)
+			c.t.Fatalf("%d of %d jobs still not terminal after %s\n%s", left, len(ids), within, c.diagnose(ids))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -345,12 +345,17 @@ func TestFaultPausedWorker(t *testing.T) {
 	ids := c.addJobs(1, func(int) time.Duration { return 2 * time.Second })
 	paused := c.spawn(1)
 	c.waitState(ids[0], core.JobRunning, 20*time.Second)
+	// Stop it inside the job's run, not inside the write transactions that
+	// follow the claim: a process stopped while it holds SQLite's write
+	// lock stalls every writer of the file, which no lease can cure (the
+	// reason Baton keeps its transactions short).
+	time.Sleep(500 * time.Millisecond)
 	if err := paused.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	// Past the lease: the job is reaped and taken over by another worker.
 	c.spawn(1)
-	c.waitTerminal(ids, 30*time.Second)
+	c.waitTerminal(ids, 60*time.Second)
 	if err := paused.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
@@ -429,6 +434,32 @@ func (c *cluster) logsContain(s string) bool {
 		}
 	}
 	return false
+}
+
+// diagnose describes the jobs not yet terminal, the queue and the tail of
+// every worker's log, for a failure message.
+func (c *cluster) diagnose(ids []int64) string {
+	var b strings.Builder
+	shown := 0
+	for _, id := range ids {
+		j, err := c.store.Job(context.Background(), id)
+		if err != nil || j.State.Terminal() || shown >= 5 {
+			continue
+		}
+		shown++
+		fmt.Fprintf(&b, "job %d: %s, attempt %d, failures %d, error %q\n", j.ID, j.State, j.Attempt, j.Failures, j.Error)
+	}
+	if st, err := c.q.Stats(context.Background()); err == nil {
+		fmt.Fprintf(&b, "queue: %+v\n", st)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, p := range c.workers {
+		out := p.out.String()
+		out = out[max(0, len(out)-4000):]
+		fmt.Fprintf(&b, "--- worker %d log (tail):\n%s\n", i, out)
+	}
+	return b.String()
 }
 
 // takeovers counts the failures the store recorded (lease takeovers).
