@@ -8,7 +8,10 @@
 // messages stay within it; only lessons, summaries, verify feedback,
 // checklists and a git excerpt cross to the next movement; a context manager
 // watches the window before every request and, past its thresholds, warns,
-// asks for a wrap-up, and forces the transition.
+// asks for a wrap-up, and forces the transition. Beyond the note, with
+// compaction on, it first masks old tool results and summarises the
+// movement so that the ladder is reached only when that cannot help
+// (compact.go).
 //
 // Engine implements worker.Engine. Its prompts live in prompts/ as
 // templates, in English and Japanese, and are checked by golden tests.

@@ -39,7 +39,7 @@ var fixed = time.Date(2026, 11, 30, 9, 30, 0, 0, time.UTC)
 // fixture is an engine over a real store, the built-in pieces plus test
 // pieces, the real tools, and the scripted LLM server.
 type fixture struct {
-	t     *testing.T
+	t     testing.TB
 	srv   *llmtest.Server
 	store *sqlite.Store
 	eng   *engine.Engine
@@ -49,7 +49,7 @@ type fixture struct {
 
 type option func(*engine.Config)
 
-func newFixture(t *testing.T, pieces map[string]string, opts ...option) *fixture {
+func newFixture(t testing.TB, pieces map[string]string, opts ...option) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "baton.db"), sqlite.Options{WorkspaceRoot: t.TempDir()})
