@@ -364,3 +364,47 @@ func TestCompactionOffIsTheNote(t *testing.T) {
 		}
 	}
 }
+
+// TestCompactionKeepsPeoplesMessages: a person's message that arrived
+// during the movement survives compaction, between the first prompt and
+// the summary.
+func TestCompactionKeepsPeoplesMessages(t *testing.T) {
+	f := newFixture(t, map[string]string{"one-step": oneStep}, compactionOn)
+	f.srv.Script(read("input/a").WithUsage(10000, 50))
+	n := 0
+	f.srv.Handle(func(req llmtest.Request) llmtest.Step {
+		n++
+		switch n {
+		case 1:
+			f.comment(core.RoleUser, "bob", "please also check the cache settings")
+			return read("input/b").WithUsage(85000, 50)
+		case 2:
+			return llmtest.Text("## Goal\nx")
+		default:
+			return llmtest.Transition("COMPLETE", "done")
+		}
+	})
+	j := f.start("one-step", "x")
+	if fin := f.run(j); fin.To != core.JobSucceeded {
+		t.Fatalf("finish = %+v", fin)
+	}
+	reqs := f.srv.Requests()
+	if len(reqs) != 4 || !isSummaryRequest(reqs[2]) {
+		t.Fatalf("%d requests, want 4 with the third a summary", len(reqs))
+	}
+	var roles []string
+	for _, m := range reqs[3].Messages {
+		roles = append(roles, m.Role)
+	}
+	want := []string{"system", "user", "user", "user", "assistant", "tool", "assistant", "tool"}
+	if diff := cmp.Diff(want, roles); diff != "" {
+		t.Fatalf("roles after compaction (-want +got):\n%s", diff)
+	}
+	if m := reqs[3].Messages[2].Text(); !strings.Contains(m, "bob") || !strings.Contains(m, "cache settings") {
+		t.Errorf("third message = %q, want bob's message", m)
+	}
+	if !strings.Contains(reqs[3].Messages[3].Text(), "compacted") {
+		t.Errorf("fourth message is not the summary")
+	}
+	checkPairs(t, "request 4", reqs[3])
+}
