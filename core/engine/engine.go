@@ -127,23 +127,18 @@ type Compaction struct {
 }
 
 func (c *Compaction) setDefaults() {
-	if c.Mask <= 0 {
-		c.Mask = 0.60
-	}
-	if c.Compact <= 0 {
-		c.Compact = 0.80
-	}
-	if c.Target <= 0 {
-		c.Target = 0.50
-	}
-	if c.MaxPerMovement <= 0 {
-		c.MaxPerMovement = 2
-	}
-	if c.KeepResults <= 0 {
-		c.KeepResults = 5
-	}
-	if c.KeepPairs <= 0 {
-		c.KeepPairs = 3
+	orDefault(&c.Mask, 0.60)
+	orDefault(&c.Compact, 0.80)
+	orDefault(&c.Target, 0.50)
+	orDefault(&c.MaxPerMovement, 2)
+	orDefault(&c.KeepResults, 5)
+	orDefault(&c.KeepPairs, 3)
+}
+
+// orDefault sets *p to v when it is not positive.
+func orDefault[T int | float64](p *T, v T) {
+	if *p <= 0 {
+		*p = v
 	}
 }
 
