@@ -245,7 +245,7 @@ func (a *Adapter) Run(ctx context.Context) error {
 // worker hands queued events to the service until closed, then empties
 // the backlog unless ctx ends first.
 func (a *Adapter) worker(ctx context.Context, closed <-chan struct{}) {
-	for {
+	for ctx.Err() == nil {
 		select {
 		case f := <-a.work:
 			a.run(ctx, f)
