@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,7 +54,16 @@ func (m *Main) serveAll(ctx context.Context, cmd string, workers bool) error {
 	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWork()
 	adapterErr := make(chan error, 2)
-	lastEvent, err := m.startAdapters(workCtx, sys, mux, adapterErr)
+	// The adapters' Run drain the events they acknowledged on the way out,
+	// which needs the store: they end before sys.Close.
+	var adapters sync.WaitGroup
+	waitAdapters := func() {
+		if !waitFor(&adapters, adapterStop) {
+			m.Logger.Warn("an adapter did not stop in time", "waited", adapterStop)
+		}
+	}
+	defer func() { stopWork(); waitAdapters() }()
+	lastEvent, err := m.startAdapters(workCtx, sys, mux, &adapters, adapterErr)
 	if err != nil {
 		ln.Close()
 		return err
@@ -114,6 +125,7 @@ func (m *Main) serveAll(ctx context.Context, cmd string, workers bool) error {
 	<-poolDone
 	stopWork()
 	wg.Wait()
+	waitAdapters()
 	m.Logger.Info("baton " + cmd + " stopped")
 	if fatal != nil {
 		return &exitError{code: exitInternal, err: fmt.Errorf("baton %s: %w", cmd, fatal)}
@@ -124,23 +136,24 @@ func (m *Main) serveAll(ctx context.Context, cmd string, workers bool) error {
 // startAdapters starts the enabled chat adapters and their deliverers
 // (only the process that runs an adapter posts for its platform: Discord's
 // rate limits are per process). An adapter that stops with an error (a
-// bad token, a refused intent) is reported on errc. It returns the
-// adapters' last-event clocks for /metrics.
-func (m *Main) startAdapters(ctx context.Context, sys *system, mux *http.ServeMux, errc chan<- error) (map[string]func() time.Time, error) {
+// bad token, a refused intent) is reported on errc; wg is done when every
+// adapter returned. It returns the adapters' last-event clocks for
+// /metrics.
+func (m *Main) startAdapters(ctx context.Context, sys *system, mux *http.ServeMux, wg *sync.WaitGroup, errc chan<- error) (map[string]func() time.Time, error) {
 	last := map[string]func() time.Time{}
 	sys.ready = map[string]func(context.Context) error{}
 	run := func(name string, fn func(context.Context) error) {
-		go func() {
+		wg.Go(func() {
 			if err := fn(ctx); err != nil && ctx.Err() == nil {
 				errc <- fmt.Errorf("%s: %w", name, err)
 			}
-		}()
+		})
 	}
 	if c := m.Config.Slack; c.Enabled {
 		a, err := slack.New(sys.chat, slack.Config{
 			BotToken: c.BotToken.Reveal(), AppToken: c.AppToken.Reveal(), SigningSecret: c.SigningSecret.Reveal(),
 			APIURL: c.APIURL, Mode: c.Mode, RequireMention: c.RequireMention, IgnoreBots: c.IgnoreBots,
-			Logger: m.Logger.With("adapter", "slack"),
+			Groups: slackGroups(m.Config.Access), Logger: m.Logger.With("adapter", "slack"),
 		})
 		if err != nil {
 			return nil, &exitError{code: exitUsage, err: fmt.Errorf("slack: %w", err)}
@@ -175,6 +188,36 @@ func (m *Main) startAdapters(ctx context.Context, sys *system, mux *http.ServeMu
 		m.Logger.Info("Discord adapter on")
 	}
 	return last, nil
+}
+
+// adapterStop bounds the wait for the adapters at shutdown; Slack's
+// drains its acknowledged events for up to 10 s.
+const adapterStop = 20 * time.Second
+
+// waitFor waits for wg, up to d; it reports false when d passed first.
+func waitFor(wg *sync.WaitGroup, d time.Duration) bool {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// slackGroups lists the Slack user groups the access lists name, the only
+// ones the adapter looks up.
+func slackGroups(a AccessConfig) []string {
+	var out []string
+	for _, id := range slices.Concat(a.Admins, a.AllowedUsers) {
+		if strings.HasPrefix(id, slack.GroupPrefix) && !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 func queueKind(cfg Config) string {

@@ -283,3 +283,17 @@ func (r *running) logged(t testing.TB, re string) string {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestSlackGroups: the Slack adapter is told the user groups the access
+// lists name, each once, and no other id.
+func TestSlackGroups(t *testing.T) {
+	got := slackGroups(AccessConfig{
+		Admins:          []string{"slack-group:S1", "slack:U1", "discord-role:7"},
+		AllowedUsers:    []string{"slack-group:S2", "slack-group:S1"},
+		AllowedChannels: []string{"slack:C1"},
+	})
+	want := []string{"slack-group:S1", "slack-group:S2"}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("slackGroups = %q, want %q", got, want)
+	}
+}

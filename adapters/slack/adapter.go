@@ -52,6 +52,18 @@ type Config struct {
 	// worker (default 256) before HTTP mode answers 503.
 	Workers int
 	Backlog int
+	// Groups are the Slack user groups the access lists name ("S0123" or
+	// "slack-group:S0123"): an author's membership of each is looked up
+	// (usergroups.users.list) and handed over in chat.Author.Groups. Other
+	// groups are never looked up.
+	Groups []string
+	// GroupTTL is how long a group's members are cached (default 5
+	// minutes).
+	GroupTTL time.Duration
+	// DrainTimeout bounds how long Run, once its context ends, goes on
+	// handling the events already acknowledged (default 10 s): Slack does
+	// not send an acknowledged event again.
+	DrainTimeout time.Duration
 	// CommandWait is how long a slash command may take before it is
 	// answered "working on it" and its result sent to response_url later
 	// (default 2.5 s: Slack wants an answer within 3 s).
@@ -78,11 +90,15 @@ type Adapter struct {
 	api    *slack.Client
 	poster *Poster
 	http   *http.Client
+	groups *groups
 
 	work     chan func(context.Context) // acknowledged events waiting for a worker
 	commands chan struct{}              // one token per slash command running
 
 	lastEvent atomic.Int64 // unix nanoseconds of the last event received
+
+	gate   sync.RWMutex // held for reading while an event is added to work
+	closed bool         // guarded by gate: Run is shutting down; work takes no more
 
 	mu sync.Mutex
 	me identity // guarded by mu; zero until auth.test answered
@@ -118,6 +134,12 @@ func New(svc Service, cfg Config) (*Adapter, error) {
 	if cfg.Backlog <= 0 {
 		cfg.Backlog = 256
 	}
+	if cfg.GroupTTL <= 0 {
+		cfg.GroupTTL = 5 * time.Minute
+	}
+	if cfg.DrainTimeout <= 0 {
+		cfg.DrainTimeout = 10 * time.Second
+	}
 	if cfg.CommandWait <= 0 {
 		cfg.CommandWait = 2500 * time.Millisecond
 	}
@@ -126,9 +148,11 @@ func New(svc Service, cfg Config) (*Adapter, error) {
 		hc = http.DefaultClient
 	}
 	api := newClient(cfg)
+	log := cfg.Logger.With("platform", "slack")
 	return &Adapter{
-		svc: svc, cfg: cfg, log: cfg.Logger.With("platform", "slack"), api: api, poster: &Poster{api: api}, http: hc,
-		work: make(chan func(context.Context), cfg.Backlog), commands: make(chan struct{}, cfg.Workers),
+		svc: svc, cfg: cfg, log: log, api: api, poster: &Poster{api: api}, http: hc,
+		groups: newGroups(api, cfg.Groups, cfg.GroupTTL, log),
+		work:   make(chan func(context.Context), cfg.Backlog), commands: make(chan struct{}, cfg.Workers),
 	}, nil
 }
 
@@ -173,6 +197,12 @@ func (a *Adapter) identity(ctx context.Context) (identity, error) {
 // Run runs the event workers and, in socket mode, the Socket Mode
 // connection, until ctx ends. It returns an error at once when Slack
 // refuses the tokens.
+//
+// When ctx ends, the adapter takes no more events (HTTP mode answers 503,
+// which Slack retries) and Run goes on handing the events it acknowledged
+// already to the service, for up to DrainTimeout, before it returns: Slack
+// never sends an acknowledged event again. Events still waiting then are
+// dropped, with a log line saying how many.
 func (a *Adapter) Run(ctx context.Context) error {
 	if err := a.Identify(ctx); err != nil {
 		if errors.Is(err, chat.ErrPermanent) {
@@ -181,25 +211,56 @@ func (a *Adapter) Run(ctx context.Context) error {
 		}
 		a.log.Warn("auth.test failed; will ask again on the first event", "err", err)
 	}
+	// Events are handled apart from ctx, so that those taken before the
+	// end finish; hctx ends DrainTimeout after ctx.
+	hctx, stopHandling := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopHandling()
+	closed := make(chan struct{}) // closed once no event can be added to the backlog
 	var wg sync.WaitGroup
-	defer wg.Wait()
 	for range a.cfg.Workers {
-		wg.Go(func() {
-			for {
+		wg.Go(func() { a.worker(hctx, closed) })
+	}
+	var err error
+	if a.cfg.Mode == ModeSocket {
+		err = a.runSocket(ctx)
+	} else {
+		<-ctx.Done()
+	}
+	a.gate.Lock()
+	a.closed = true
+	a.gate.Unlock()
+	close(closed)
+	if n := len(a.work); n > 0 {
+		a.log.Info("handling the slack events acknowledged before shutdown", "events", n, "within", a.cfg.DrainTimeout)
+	}
+	t := time.AfterFunc(a.cfg.DrainTimeout, stopHandling)
+	defer t.Stop()
+	wg.Wait()
+	if n := len(a.work); n > 0 {
+		a.log.Warn("shutdown: acknowledged slack events dropped, not handled in time", "events", n)
+	}
+	return err
+}
+
+// worker hands queued events to the service until closed, then empties
+// the backlog unless ctx ends first.
+func (a *Adapter) worker(ctx context.Context, closed <-chan struct{}) {
+	for ctx.Err() == nil {
+		select {
+		case f := <-a.work:
+			a.run(ctx, f)
+		case <-closed:
+			for ctx.Err() == nil {
 				select {
-				case <-ctx.Done():
-					return
 				case f := <-a.work:
 					a.run(ctx, f)
+				default:
+					return // the backlog is empty
 				}
 			}
-		})
+			return
+		}
 	}
-	if a.cfg.Mode != ModeSocket {
-		<-ctx.Done()
-		return nil
-	}
-	return a.runSocket(ctx)
 }
 
 // run runs one queued event, turning a panic into a log line.
@@ -214,14 +275,25 @@ func (a *Adapter) run(ctx context.Context, f func(context.Context)) {
 	f(ectx)
 }
 
-// enqueue hands f to the workers; it reports false when the backlog is
-// full.
-func (a *Adapter) enqueue(f func(context.Context)) bool {
+// Reasons enqueue refuses an event.
+var (
+	errBacklogFull = errors.New("slack event backlog full")
+	errClosed      = errors.New("slack adapter shutting down")
+)
+
+// enqueue hands f to the workers without waiting; it fails when the
+// backlog is full or Run is shutting down.
+func (a *Adapter) enqueue(f func(context.Context)) error {
+	a.gate.RLock()
+	defer a.gate.RUnlock()
+	if a.closed {
+		return errClosed
+	}
 	select {
 	case a.work <- f:
-		return true
+		return nil
 	default:
-		return false
+		return errBacklogFull
 	}
 }
 
@@ -246,7 +318,7 @@ func (a *Adapter) event(ctx context.Context, ev slackevents.EventsAPIEvent) {
 		if e.Edited != nil || a.ignored(me, e.User, e.BotID) {
 			return
 		}
-		m := a.message(me, team, eventID, e.Channel, e.User, e.BotID, e.Text, e.TimeStamp, e.ThreadTimeStamp, e.Files)
+		m := a.message(ctx, me, team, eventID, e.Channel, e.User, e.BotID, e.Text, e.TimeStamp, e.ThreadTimeStamp, e.Files)
 		m.Addressed = true
 		a.deliver(ctx, m)
 	case *slackevents.MessageEvent:
@@ -255,9 +327,13 @@ func (a *Adapter) event(ctx context.Context, ev slackevents.EventsAPIEvent) {
 		if e.User == "" || e.User == me.user || e.Item.Type != "message" {
 			return
 		}
+		root := e.Item.Timestamp // in a channel, only a reaction on a thread's root matters
+		if isDirect(e.Item.Channel) {
+			root = e.Item.Channel // a direct-message channel is one thread
+		}
 		r := chat.Reaction{
-			Thread: core.ThreadRef{Platform: core.PlatformSlack, Team: team, Channel: e.Item.Channel, Thread: e.Item.Timestamp},
-			MsgID:  e.Item.Timestamp, Emoji: e.Reaction, Author: chat.Author{ID: "slack:" + e.User},
+			Thread: core.ThreadRef{Platform: core.PlatformSlack, Team: team, Channel: e.Item.Channel, Thread: root},
+			MsgID:  e.Item.Timestamp, Emoji: e.Reaction, Author: a.author(ctx, e.User, ""),
 		}
 		reply, err := a.svc.HandleReaction(ctx, r)
 		if err != nil {
@@ -285,22 +361,28 @@ func (a *Adapter) messageEvent(ctx context.Context, me identity, team, eventID s
 	if e.Message != nil {
 		files = e.Message.Files
 	}
-	m := a.message(me, team, eventID, e.Channel, e.User, e.BotID, e.Text, e.TimeStamp, e.ThreadTimeStamp, files)
 	mentioned := me.user != "" && strings.Contains(e.Text, "<@"+me.user)
+	comment := e.ThreadTimeStamp != "" && e.ThreadTimeStamp != e.TimeStamp && !a.cfg.RequireMention
+	if e.ChannelType != "im" && !mentioned && !comment {
+		return // a channel message not for Baton
+	}
+	m := a.message(ctx, me, team, eventID, e.Channel, e.User, e.BotID, e.Text, e.TimeStamp, e.ThreadTimeStamp, files)
 	switch {
 	case e.ChannelType == "im":
 		m.Thread.Thread = e.Channel // a direct-message channel is one thread
 		m.Addressed, m.Direct, m.History = true, true, nil
 	case mentioned:
 		m.Addressed = true
-	case e.ThreadTimeStamp != "" && e.ThreadTimeStamp != e.TimeStamp && !a.cfg.RequireMention:
+	default:
 		// A comment if the thread is a task's; not Addressed, so that a
 		// thread Baton was never asked into does not become a task.
-	default:
-		return // a channel message not for Baton
 	}
 	a.deliver(ctx, m)
 }
+
+// isDirect reports a direct-message channel, by its id: Slack gives DM
+// channels ids starting with D (reaction_added carries no channel type).
+func isDirect(channel string) bool { return strings.HasPrefix(channel, "D") }
 
 // ignored reports a message Baton must not act on: its own, or another
 // bot's when IgnoreBots is set.
@@ -312,7 +394,7 @@ func (a *Adapter) ignored(me identity, user, bot string) bool {
 }
 
 // message builds the Message of a Slack message in channel.
-func (a *Adapter) message(me identity, team, eventID, channel, user, bot, text, ts, threadTS string, files []slack.File) chat.Message {
+func (a *Adapter) message(ctx context.Context, me identity, team, eventID, channel, user, bot, text, ts, threadTS string, files []slack.File) chat.Message {
 	root := threadTS
 	if root == "" {
 		root = ts
@@ -322,7 +404,7 @@ func (a *Adapter) message(me identity, team, eventID, channel, user, bot, text, 
 		Channel: "slack:" + channel,
 		MsgID:   ts,
 		EventID: eventID,
-		Author:  chat.Author{ID: "slack:" + user, Bot: bot != ""},
+		Author:  a.author(ctx, user, bot),
 		Text:    stripMention(text, me.user),
 		At:      tsTime(ts),
 	}
@@ -333,6 +415,16 @@ func (a *Adapter) message(me identity, team, eventID, channel, user, bot, text, 
 		m.History = func(ctx context.Context) ([]chat.Message, error) { return a.history(ctx, me, team, channel, threadTS) }
 	}
 	return m
+}
+
+// author is the chat.Author of a message's writer: a person's carries
+// the user groups of theirs that the access lists name.
+func (a *Adapter) author(ctx context.Context, user, bot string) chat.Author {
+	au := chat.Author{ID: "slack:" + user, Bot: bot != ""}
+	if bot == "" {
+		au.Groups = a.groups.of(ctx, user)
+	}
+	return au
 }
 
 // deliver hands m to the service and shows its reply to the author.

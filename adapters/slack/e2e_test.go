@@ -2,13 +2,19 @@ package slack
 
 import (
 	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/baton-bot/baton/core"
+	"github.com/baton-bot/baton/core/chat"
 	"github.com/baton-bot/baton/core/chat/chattest"
 	"github.com/baton-bot/baton/core/chattext"
 	"github.com/baton-bot/baton/core/llmtest"
@@ -219,4 +225,268 @@ func TestAttachmentLandsInInput(t *testing.T) {
 	if err != nil || string(b) != "content of notes.txt" {
 		t.Errorf("input/notes.txt = %q, %v; want the file downloaded with the bot token", b, err)
 	}
+}
+
+// jobsIn returns the jobs of the task of ref, newest first.
+func (w *world) jobsIn(ref core.ThreadRef) []core.Job {
+	w.t.Helper()
+	ctx := context.Background()
+	task, err := w.sys.Store.TaskByThread(ctx, ref)
+	if err != nil {
+		return nil
+	}
+	jobs, err := w.sys.Store.Jobs(ctx, core.JobFilter{TaskID: task.ID})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return jobs
+}
+
+// posts returns the texts posted in channel's thread ts ("" for a DM
+// channel's own), in order.
+func (w *world) posts(channel, ts string) []string {
+	var out []string
+	for _, c := range w.slack.recorded("chat.postMessage") {
+		if c.Channel == channel && c.ThreadTS == ts {
+			out = append(out, c.Text)
+		}
+	}
+	return out
+}
+
+// waitPost waits for a post containing text in channel's thread ts and
+// returns every post of that thread.
+func (w *world) waitPost(channel, ts, text string) []string {
+	w.t.Helper()
+	eventually(w.t, "a post saying "+text, func() bool {
+		return slices.ContainsFunc(w.posts(channel, ts), func(p string) bool { return strings.Contains(p, text) })
+	})
+	return w.posts(channel, ts)
+}
+
+// checkAborted checks that a job slowed down by the model was aborted by
+// U1, said so last in its thread, and posted no answer.
+func (w *world) checkAborted(jobs []core.Job, channel, ts string) {
+	w.t.Helper()
+	if len(jobs) != 1 || jobs[0].State != core.JobAborted || jobs[0].AbortedBy != "slack:U1" {
+		w.t.Fatalf("jobs = %+v; want one, aborted by slack:U1", jobs)
+	}
+	posts := w.waitPost(channel, ts, "was aborted by")
+	for _, p := range posts {
+		if strings.Contains(p, "late answer") {
+			w.t.Errorf("the answer was posted after all: %q", p)
+		}
+	}
+	if last := posts[len(posts)-1]; !strings.Contains(last, "was aborted by") {
+		w.t.Errorf("posted after the abort notice: %q (all: %q)", last, posts)
+	}
+	if n := len(w.sys.LLM.Requests()); n != 1 {
+		w.t.Errorf("%d model requests, want the one aborted", n)
+	}
+}
+
+// TestAbortInThread: `!abort` in the thread during a slow model call.
+func TestAbortInThread(t *testing.T) {
+	w := newWorld(t)
+	w.sys.LLM.Script(llmtest.Transition("COMPLETE", "late answer").After(time.Hour))
+	const root = "1700000000.000100"
+	w.send(mentionEvent("Ev1", "U1", "<@UBATON> take your time", root, ""), "")
+	eventually(t, "the slow model call", func() bool { return len(w.sys.LLM.Requests()) > 0 })
+	w.send(messageEvent("Ev2", "U1", "!abort", "1700000000.000200", root), "")
+	w.waitJob(root, core.JobAborted)
+	eventually(t, "❌ on the mention", func() bool { return w.reacted(root, "x") })
+	w.checkAborted(w.jobs(root), "C1", root)
+}
+
+// TestReactionAbortsInDirectMessages: ❌ on the request in a direct
+// message stops its job, as on a thread's root in a channel; the bot's
+// own ❌ and one on another message do nothing.
+func TestReactionAbortsInDirectMessages(t *testing.T) {
+	w := newWorld(t)
+	w.sys.LLM.Script(llmtest.Transition("COMPLETE", "late answer").After(time.Hour))
+	const ts = "1700000000.000100"
+	dm := core.ThreadRef{Platform: core.PlatformSlack, Team: team, Channel: "D1", Thread: "D1"}
+	w.send(callback("Ev1", map[string]any{"type": "message", "channel_type": "im", "user": "U1", "text": "take your time", "ts": ts, "channel": "D1", "event_ts": ts}), "")
+	eventually(t, "the slow model call", func() bool { return len(w.sys.LLM.Requests()) > 0 })
+	reaction := func(id, user, on string) string {
+		return callback(id, map[string]any{"type": "reaction_added", "user": user, "reaction": "x", "item_user": "U1",
+			"item": map[string]any{"type": "message", "channel": "D1", "ts": on}, "event_ts": "1700000000.000900"})
+	}
+	w.send(reaction("Ev2", botUser, ts), "")
+	w.send(reaction("Ev3", "U1", "1700000000.000050"), "") // an older message
+	time.Sleep(200 * time.Millisecond)                     // let a wrong abort show
+	if jobs := w.jobsIn(dm); len(jobs) != 1 || jobs[0].State != core.JobRunning {
+		t.Fatalf("jobs = %+v after ❌ by the bot and on another message; want one running", jobs)
+	}
+	w.send(reaction("Ev4", "U1", ts), "")
+	eventually(t, "the job aborted", func() bool {
+		jobs := w.jobsIn(dm)
+		return len(jobs) == 1 && jobs[0].State == core.JobAborted
+	})
+	w.checkAborted(w.jobsIn(dm), "D1", "")
+}
+
+// TestOutputUploadedIntoThread: a file the agent writes to output/ is
+// uploaded into the task's thread when the job completes.
+func TestOutputUploadedIntoThread(t *testing.T) {
+	w := newWorld(t)
+	const content = "# Report\n\nAll 3 checks passed.\n"
+	w.sys.LLM.Script(
+		llmtest.Call("Write", `{"path":"output/report.md","content":"# Report\n\nAll 3 checks passed.\n"}`),
+		llmtest.Transition("COMPLETE", "The report is attached."),
+	)
+	const root = "1700000000.000100"
+	w.send(mentionEvent("Ev1", "U1", "<@UBATON> write the report", root, ""), "")
+	w.waitJob(root, core.JobSucceeded)
+	eventually(t, "the file shared", func() bool { return len(w.slack.recorded("files.completeUploadExternal")) > 0 })
+	if got := w.slack.recorded("files.getUploadURLExternal"); len(got) != 1 || got[0].Name != "report.md" {
+		t.Errorf("upload URLs asked for %+v, want one for report.md", got)
+	}
+	ups := w.slack.recorded("files.completeUploadExternal")
+	if len(ups) != 1 || ups[0].Channel != "C1" || ups[0].ThreadTS != root {
+		t.Fatalf("files shared %+v, want one in C1 thread %s", ups, root)
+	}
+	if got := w.slack.file(ups[0].Name); got != content {
+		t.Errorf("uploaded %q, want %q", got, content)
+	}
+	w.waitPost("C1", root, "The report is attached.")
+}
+
+// gated hands messages to svc once open is closed, saying on entered
+// that the first one arrived; it ignores ctx while it waits, as a slow
+// store would.
+type gated struct {
+	Service
+	entered chan struct{}
+	once    sync.Once
+	open    chan struct{}
+}
+
+func (g *gated) HandleMessage(ctx context.Context, m chat.Message) (chat.Reply, error) {
+	g.once.Do(func() { close(g.entered) })
+	<-g.open
+	return g.Service.HandleMessage(ctx, m)
+}
+
+// TestShutdownHandlesAcknowledgedEvents: events acknowledged before
+// shutdown still become tasks and comments; events arriving after it are
+// refused so that Slack sends them again.
+func TestShutdownHandlesAcknowledgedEvents(t *testing.T) {
+	sys := chattest.Start(t, chattest.Options{})
+	sys.LLM.Handle(func(llmtest.Request) llmtest.Step {
+		return llmtest.Transition("ASK", "need more", "question", "Which one?")
+	})
+	f := newFakeSlack(t)
+	g := &gated{Service: sys.Service, entered: make(chan struct{}), open: make(chan struct{})}
+	a, err := New(g, Config{Mode: ModeHTTP, BotToken: "xoxb-test", SigningSecret: secret, APIURL: f.url(), Workers: 1, DrainTimeout: time.Minute, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	srv := httptest.NewServer(a.Handler())
+	defer srv.Close()
+	send := func(body string) int {
+		status, _ := do(t, sign(t, srv.URL, "/slack/events", body, time.Now(), "application/json"))
+		return status
+	}
+
+	roots := []string{"1700000000.000100", "1700000000.000200", "1700000000.000300"}
+	for i, root := range roots {
+		if s := send(mentionEvent(fmt.Sprint("Ev", i), "U1", "<@UBATON> task "+fmt.Sprint(i), root, "")); s != 200 {
+			t.Fatalf("mention %d answered %d", i, s)
+		}
+	}
+	if s := send(messageEvent("Ev9", "U2", "a comment on the first", "1700000000.000400", roots[0])); s != 200 {
+		t.Fatalf("comment answered %d", s)
+	}
+	select {
+	case <-g.entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the first event never reached the service")
+	}
+	cancel() // shutdown begins while one event is handled and three wait
+	close(g.open)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run = %v", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("Run did not return")
+	}
+
+	for i, root := range roots {
+		task, err := sys.Store.TaskByThread(context.Background(), thread(root))
+		if err != nil {
+			t.Errorf("mention %d acknowledged before shutdown: no task (%v)", i, err)
+			continue
+		}
+		if jobs, _ := sys.Store.Jobs(context.Background(), core.JobFilter{TaskID: task.ID}); len(jobs) != 1 {
+			t.Errorf("task of mention %d has %d jobs, want 1", i, len(jobs))
+		}
+		if i != 0 {
+			continue
+		}
+		comments, err := sys.Store.RecentComments(context.Background(), task.ID, 10)
+		if err != nil || !slices.ContainsFunc(comments, func(c core.Comment) bool { return c.Text == "a comment on the first" }) {
+			t.Errorf("comments of the first task = %+v, %v; want the comment acknowledged before shutdown", comments, err)
+		}
+	}
+	if s := send(mentionEvent("Ev10", "U1", "<@UBATON> too late", "1700000000.000500", "")); s != http.StatusServiceUnavailable {
+		t.Errorf("an event after shutdown answered %d, want 503 so that Slack retries", s)
+	}
+}
+
+// TestShutdownDrainIsBounded: events still unhandled DrainTimeout after
+// shutdown began are given up, and Run returns.
+func TestShutdownDrainIsBounded(t *testing.T) {
+	stuck := &stuckService{started: make(chan struct{}, 8), gaveUp: make(chan struct{}, 8)}
+	f := newFakeSlack(t)
+	a, err := New(stuck, Config{Mode: ModeHTTP, BotToken: "xoxb-test", SigningSecret: secret, APIURL: f.url(), Workers: 1, DrainTimeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	srv := httptest.NewServer(a.Handler())
+	defer srv.Close()
+	for i := range 3 {
+		body := mentionEvent(fmt.Sprint("Ev", i), "U1", "<@UBATON> hi", fmt.Sprintf("1700000000.00010%d", i), "")
+		if s, b := do(t, sign(t, srv.URL, "/slack/events", body, time.Now(), "application/json")); s != 200 {
+			t.Fatalf("event %d answered %d: %s", i, s, b)
+		}
+	}
+	<-stuck.started
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("Run did not return: the drain is not bounded")
+	}
+	select {
+	case <-stuck.gaveUp:
+	default:
+		t.Error("the event being handled was not told to give up")
+	}
+	if n := len(stuck.started); n != 0 {
+		t.Errorf("%d more events started after the drain time was up", n)
+	}
+}
+
+// stuckService never finishes a message before its context ends.
+type stuckService struct {
+	recorder
+	started, gaveUp chan struct{}
+}
+
+func (s *stuckService) HandleMessage(ctx context.Context, m chat.Message) (chat.Reply, error) {
+	s.started <- struct{}{}
+	<-ctx.Done()
+	s.gaveUp <- struct{}{}
+	return chat.Reply{}, ctx.Err()
 }

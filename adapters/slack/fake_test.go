@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/slack-go/slack/slacktest"
 )
@@ -37,6 +38,15 @@ type fakeSlack struct {
 	seq    int               // guarded by mu: last ts handed out
 	thread []map[string]any  // guarded by mu: conversations.replies answer
 	files  map[string][]byte // guarded by mu: uploaded content by file id
+	// maxText: method → the most characters of text it accepts; longer
+	// texts are answered msg_too_long and counted in refused.
+	maxText map[string]int // guarded by mu
+	refused int            // guarded by mu
+	// members: user group id → its members (usergroups.users.list); a
+	// group not listed is answered no_such_subteam. memberCalls counts
+	// the calls.
+	members     map[string][]string // guarded by mu
+	memberCalls int                 // guarded by mu
 }
 
 const (
@@ -47,11 +57,25 @@ const (
 
 func newFakeSlack(t testing.TB, extra ...slacktest.Binder) *fakeSlack {
 	t.Helper()
-	f := &fakeSlack{fail: map[string]string{}, limit: map[string]int{}, files: map[string][]byte{}}
+	f := &fakeSlack{fail: map[string]string{}, limit: map[string]int{}, files: map[string][]byte{}, maxText: map[string]int{}, members: map[string][]string{}}
 	bind := func(c slacktest.Customize) {
 		for _, m := range []string{"chat.postMessage", "chat.update", "chat.postEphemeral", "reactions.add", "reactions.remove"} {
 			c.Handle("/"+m, f.record(m))
 		}
+		c.Handle("/usergroups.users.list", func(w http.ResponseWriter, r *http.Request) {
+			if f.failed(w, "usergroups.users.list") {
+				return
+			}
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.memberCalls++
+			users, ok := f.members[r.FormValue("usergroup")]
+			if !ok {
+				writeJSONT(w, map[string]any{"ok": false, "error": "no_such_subteam"})
+				return
+			}
+			writeJSONT(w, map[string]any{"ok": true, "users": users})
+		})
 		c.Handle("/auth.test", func(w http.ResponseWriter, r *http.Request) {
 			writeJSONT(w, map[string]any{"ok": true, "user_id": botUser, "bot_id": botID, "team_id": team, "user": "baton"})
 		})
@@ -136,6 +160,17 @@ func (f *fakeSlack) record(method string) http.HandlerFunc {
 		if f.failed(w, method) {
 			return
 		}
+		f.mu.Lock()
+		max, refused := f.maxText[method], false
+		if max > 0 && utf8.RuneCountInString(r.FormValue("text")) > max {
+			f.refused++
+			refused = true
+		}
+		f.mu.Unlock()
+		if refused {
+			writeJSONT(w, map[string]any{"ok": false, "error": "msg_too_long"})
+			return
+		}
 		c := call{Method: method, Channel: r.FormValue("channel"), TS: r.FormValue("ts"), ThreadTS: r.FormValue("thread_ts"),
 			Text: r.FormValue("text"), Name: r.FormValue("name"), Parse: r.FormValue("parse"), LinkNames: r.FormValue("link_names"), User: r.FormValue("user")}
 		if method == "reactions.add" || method == "reactions.remove" {
@@ -161,6 +196,20 @@ func (f *fakeSlack) recorded(methods ...string) []call {
 		}
 	}
 	return out
+}
+
+// refusals returns how many texts were refused as too long.
+func (f *fakeSlack) refusals() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.refused
+}
+
+// file returns the content uploaded as file id.
+func (f *fakeSlack) file(id string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return string(f.files[id])
 }
 
 func (f *fakeSlack) setFail(method, code string) {

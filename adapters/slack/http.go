@@ -27,8 +27,9 @@ const maxBody = 1 << 20
 // answered 401 and nothing is handed over. Events are acknowledged at once
 // (200) and handed to the service by Run's workers; a retry of Slack's
 // (X-Slack-Retry-Num) is acknowledged and handed over too, the service
-// dropping the repeat. When the backlog is full the answer is 503, and
-// Slack tries again later.
+// dropping the repeat. When the backlog is full, or Run is shutting down,
+// the answer is 503, and Slack tries again later; an event answered 200 is
+// handled even when shutdown begins right after (see Run).
 func (a *Adapter) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /slack/events", a.serveEvents)
@@ -96,8 +97,8 @@ func (a *Adapter) serveEvents(w http.ResponseWriter, r *http.Request) {
 		if n := r.Header.Get("X-Slack-Retry-Num"); n != "" {
 			a.log.Debug("slack retried an event", "retry", n, "reason", r.Header.Get("X-Slack-Retry-Reason"))
 		}
-		if !a.enqueue(func(ctx context.Context) { a.event(ctx, ev) }) {
-			a.log.Warn("slack event backlog full; asking slack to retry")
+		if err := a.enqueue(func(ctx context.Context) { a.event(ctx, ev) }); err != nil {
+			a.log.Warn("slack event refused; slack will send it again", "why", err)
 			http.Error(w, "busy", http.StatusServiceUnavailable)
 			return
 		}
@@ -161,6 +162,7 @@ func (a *Adapter) slash(ctx context.Context, sc slack.SlashCommand) string {
 		defer func() { <-a.commands }()
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commandTimeout)
 		defer cancel()
+		c.Author.Groups = a.groups.of(cctx, sc.UserID)
 		r, err := a.svc.HandleCommand(cctx, c)
 		text := r.Text
 		if err != nil {
@@ -201,7 +203,7 @@ func command(sc slack.SlashCommand) chat.Command {
 		Name:    name,
 		Args:    strings.TrimSpace(args),
 		Thread:  core.ThreadRef{Platform: core.PlatformSlack, Team: sc.TeamID, Channel: sc.ChannelID},
-		Direct:  sc.ChannelName == "directmessage" || strings.HasPrefix(sc.ChannelID, "D"),
+		Direct:  sc.ChannelName == "directmessage" || isDirect(sc.ChannelID),
 		Channel: "slack:" + sc.ChannelID,
 		Author:  chat.Author{ID: "slack:" + sc.UserID, Name: sc.UserName},
 	}

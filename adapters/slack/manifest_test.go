@@ -37,7 +37,7 @@ func TestManifest(t *testing.T) {
 		t.Fatal(err)
 	}
 	scopes := []string{"app_mentions:read", "channels:history", "groups:history", "im:history", "mpim:history", "chat:write",
-		"reactions:read", "reactions:write", "files:read", "files:write", "commands", "users:read"}
+		"reactions:read", "reactions:write", "files:read", "files:write", "commands", "users:read", "usergroups:read"}
 	if diff := cmp.Diff(scopes, m.OAuth.Scopes.Bot); diff != "" {
 		t.Errorf("bot scopes (-want +got):\n%s", diff)
 	}

@@ -86,39 +86,136 @@ func postOptions(thread core.ThreadRef, text string) []slack.MsgOption {
 	return opts
 }
 
+// minPost and minUpdate are the smallest sizes a text Slack refuses as
+// too long is cut down to (characters of a post, bytes of an edit); a post
+// refused even at minPost is uploaded as a file instead.
+const (
+	minPost   = 500
+	minUpdate = 500
+)
+
+// Names of the file a post goes to when Slack refuses it in any size, and
+// the line shared with it.
+const (
+	refusedName    = "message.md"
+	refusedComment = "Slack refused this message as text, so here it is as a file."
+)
+
 // Post implements chat.Poster. The deliverer splits Markdown at
 // Limits().Post characters; converting to mrkdwn can lengthen a part
-// (escaped &, < and >), so a rendered part still too long is posted as
-// several messages. It returns the first message's ts.
+// (escaped &, < and >), so a part whose rendering is still too long is
+// posted as several messages. A message Slack refuses as too long or
+// malformed (msg_too_long, invalid_blocks) is posted again in parts of
+// half the size, down to minPost characters, and uploaded as a file when
+// even that is refused. It returns the first message's ts.
 func (p *Poster) Post(ctx context.Context, thread core.ThreadRef, text string) (string, error) {
-	out := render(text)
-	parts := []string{out}
-	if utf8.RuneCountInString(out) > limits.Post {
-		parts = chattext.Split(out, limits.Post)
-	}
 	var first string
-	for _, part := range parts {
-		_, ts, err := p.api.PostMessageContext(ctx, thread.Channel, postOptions(thread, part)...)
-		if err != nil {
-			return first, classify("chat.postMessage", err)
+	refused, err := p.post(ctx, thread, text, limits.Post, &first)
+	if refused {
+		err = p.uploadRefused(ctx, thread, text, &first)
+	}
+	return first, err
+}
+
+// post posts the Markdown text in messages whose rendering holds at most
+// limit characters, setting *first to the id of the first one posted. It
+// reports refused, having posted nothing, when Slack refuses the first
+// message even cut to minPost characters; a later message refused so
+// goes, with the rest of the text, into one file.
+func (p *Poster) post(ctx context.Context, thread core.ThreadRef, text string, limit int, first *string) (refused bool, err error) {
+	parts := splitRendered(text, limit)
+	for i, part := range parts {
+		out := render(part)
+		_, ts, err := p.api.PostMessageContext(ctx, thread.Channel, postOptions(thread, out)...)
+		if err == nil {
+			if *first == "" {
+				*first = ts
+			}
+			continue
 		}
-		if first == "" {
-			first = ts
+		if !refusedAsText(err) {
+			return false, classify("chat.postMessage", err)
+		}
+		if smaller := min(limit, utf8.RuneCountInString(out)) / 2; smaller >= minPost {
+			refused, err := p.post(ctx, thread, part, smaller, first)
+			if err != nil {
+				return false, err
+			}
+			if !refused {
+				continue
+			}
+		}
+		if i == 0 {
+			return true, nil
+		}
+		return false, p.uploadRefused(ctx, thread, strings.Join(parts[i:], "\n\n"), first)
+	}
+	return false, nil
+}
+
+// uploadRefused uploads a text Slack refuses as messages.
+func (p *Poster) uploadRefused(ctx context.Context, thread core.ThreadRef, text string, first *string) error {
+	id, err := p.Upload(ctx, thread, refusedName, strings.NewReader(text), int64(len(text)), refusedComment)
+	if err != nil {
+		return err
+	}
+	if *first == "" {
+		*first = id
+	}
+	return nil
+}
+
+// splitRendered splits Markdown text into parts whose rendering holds at
+// most limit characters, each part rendered on its own. Rendering
+// lengthens a text by a bounded factor, so splitting a part that renders
+// too long at ever smaller sizes ends.
+func splitRendered(text string, limit int) []string {
+	if utf8.RuneCountInString(render(text)) <= limit {
+		return []string{text}
+	}
+	var out []string
+	var cut func(s string, size int)
+	cut = func(s string, size int) {
+		for _, part := range chattext.Split(s, size) {
+			if size <= 16 || utf8.RuneCountInString(render(part)) <= limit {
+				out = append(out, part) // at 16, Slack will judge
+				continue
+			}
+			cut(part, size/2)
 		}
 	}
-	return first, nil
+	cut(text, limit)
+	return out
+}
+
+// refusedAsText reports Slack's refusals of a text that a smaller one may
+// pass.
+func refusedAsText(err error) bool {
+	switch slackError(err) {
+	case "msg_too_long", "invalid_blocks":
+		return true
+	}
+	return false
 }
 
 // Update implements chat.Poster: chat.update of message msgID, cut to
-// Limits().Update bytes once rendered.
+// Limits().Update bytes once rendered. A text Slack refuses as too long
+// or malformed is cut to half the size and sent again, down to minUpdate
+// bytes.
 func (p *Poster) Update(ctx context.Context, thread core.ThreadRef, msgID, text string) error {
-	out := cutBytes(render(text), limits.Update)
-	_, _, _, err := p.api.UpdateMessageContext(ctx, thread.Channel, msgID,
-		slack.MsgOptionText(out, false), slack.MsgOptionParse(false), slack.MsgOptionLinkNames(false))
-	if err != nil {
-		return classify("chat.update", err)
+	out := render(text)
+	for limit := limits.Update; ; {
+		out = cutBytes(out, limit)
+		_, _, _, err := p.api.UpdateMessageContext(ctx, thread.Channel, msgID,
+			slack.MsgOptionText(out, false), slack.MsgOptionParse(false), slack.MsgOptionLinkNames(false))
+		if err == nil {
+			return nil
+		}
+		limit = min(limit, len(out)) / 2
+		if !refusedAsText(err) || limit < minUpdate {
+			return classify("chat.update", err)
+		}
 	}
-	return nil
 }
 
 // React implements chat.Poster. Adding a reaction that is there already,

@@ -3,6 +3,7 @@ package slack
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -131,7 +132,6 @@ func TestPosterErrors(t *testing.T) {
 		{name: "archived", code: "is_archived", permanent: true},
 		{name: "bad token", code: "invalid_auth", permanent: true},
 		{name: "revoked", code: "account_inactive", permanent: true},
-		{name: "too long", code: "msg_too_long", permanent: true, mention: "longer than Slack accepts"},
 		{name: "slack trouble", code: "internal_error"},
 	}
 	for _, tt := range tests {
@@ -161,4 +161,108 @@ func TestPosterErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// refusingText is Markdown of about 2,800 characters, prose then code,
+// each paragraph and line numbered so that order can be checked.
+func refusingText() (string, []string) {
+	var b strings.Builder
+	var marks []string
+	for i := 0; b.Len() < 1500; i++ {
+		m := fmt.Sprintf("paragraph-%02d", i)
+		marks = append(marks, m)
+		fmt.Fprintf(&b, "%s says a little more about the answer & its reasons.\n\n", m)
+	}
+	b.WriteString("```go\n")
+	for i := 0; b.Len() < 2800; i++ {
+		m := fmt.Sprintf("line-%02d", i)
+		marks = append(marks, m)
+		fmt.Fprintf(&b, "fmt.Println(%q) // one line of the example\n", m)
+	}
+	b.WriteString("```\n")
+	return b.String(), marks
+}
+
+// TestPosterRefusedAsTooLong: Slack refusing a text as too long is not the
+// end of it: the text is posted again in smaller parts, or as a file when
+// no size passes.
+func TestPosterRefusedAsTooLong(t *testing.T) {
+	text, marks := refusingText()
+	t.Run("halved until it passes", func(t *testing.T) {
+		f := newFakeSlack(t)
+		f.maxText["chat.postMessage"] = 1000
+		p := NewPoster(Config{BotToken: "xoxb-test", APIURL: f.url()})
+		id, err := p.Post(context.Background(), thread("1.1"), text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		posts := f.recorded("chat.postMessage")
+		if f.refusals() == 0 || len(posts) < 3 || id == "" {
+			t.Fatalf("%d refused, %d posted, id %q: want refusals, then at least 3 posts", f.refusals(), len(posts), id)
+		}
+		var all strings.Builder
+		for i, c := range posts {
+			if n := len([]rune(c.Text)); n > 1000 {
+				t.Errorf("post %d has %d characters", i, n)
+			}
+			if strings.Count(c.Text, "```")%2 != 0 {
+				t.Errorf("post %d leaves a code fence open:\n%s", i, c.Text)
+			}
+			if c.ThreadTS != "1.1" {
+				t.Errorf("post %d in thread %q", i, c.ThreadTS)
+			}
+			all.WriteString(c.Text)
+		}
+		at := 0
+		for _, m := range marks {
+			i := strings.Index(all.String()[at:], m)
+			if i < 0 {
+				t.Fatalf("%s missing or out of order in the posts", m)
+			}
+			at += i
+		}
+		if n := len(f.recorded("files.completeUploadExternal")); n != 0 {
+			t.Errorf("%d uploads, want none", n)
+		}
+	})
+	t.Run("refused in any size: a file", func(t *testing.T) {
+		f := newFakeSlack(t)
+		f.maxText["chat.postMessage"] = 100
+		p := NewPoster(Config{BotToken: "xoxb-test", APIURL: f.url()})
+		id, err := p.Post(context.Background(), thread("1.1"), text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(f.recorded("chat.postMessage")); n != 0 {
+			t.Errorf("%d posts, want none", n)
+		}
+		ups := f.recorded("files.completeUploadExternal")
+		if len(ups) != 1 || ups[0].ThreadTS != "1.1" || ups[0].Name != id {
+			t.Fatalf("uploads %+v (id %q), want one file in thread 1.1", ups, id)
+		}
+		if got := f.file(id); got != text {
+			t.Errorf("the file holds %.100q…, want the Markdown text", got)
+		}
+	})
+	t.Run("edit cut until it passes", func(t *testing.T) {
+		f := newFakeSlack(t)
+		f.maxText["chat.update"] = 1000
+		p := NewPoster(Config{BotToken: "xoxb-test", APIURL: f.url()})
+		if err := p.Update(context.Background(), thread("1.1"), "1.2", text); err != nil {
+			t.Fatal(err)
+		}
+		ups := f.recorded("chat.update")
+		if f.refusals() == 0 || len(ups) != 1 || len(ups[0].Text) > 1000 || !strings.HasPrefix(ups[0].Text, "paragraph-00") {
+			t.Errorf("%d refused, edits %+v: want refusals, then one edit of the text's start within 1,000 bytes", f.refusals(), ups)
+		}
+	})
+	t.Run("edit refused in any size", func(t *testing.T) {
+		f := newFakeSlack(t)
+		f.maxText["chat.update"] = 100
+		p := NewPoster(Config{BotToken: "xoxb-test", APIURL: f.url()})
+		err := p.Update(context.Background(), thread("1.1"), "1.2", text)
+		if !errors.Is(err, chat.ErrPermanent) || !strings.Contains(err.Error(), "longer than Slack accepts") {
+			t.Errorf("err = %v, want a permanent error saying the text is too long", err)
+		}
+	})
 }

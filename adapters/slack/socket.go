@@ -76,6 +76,7 @@ func (a *Adapter) socketEvent(ctx context.Context, sm *socketmode.Client, ev soc
 		select {
 		case a.work <- func(ctx context.Context) { a.event(ctx, e) }:
 		case <-ctx.Done():
+			a.log.Warn("shutdown: an acknowledged slack event dropped, the backlog being full", "envelope", ev.Request.EnvelopeID)
 		}
 	case socketmode.EventTypeSlashCommand:
 		if ev.Request == nil {

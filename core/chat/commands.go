@@ -296,9 +296,11 @@ func mentionID(id string) string {
 }
 
 // HandleReaction aborts the task's active job when a person reacts with ❌
-// on the task's root message.
+// on the task's root message or on the message that started the job. A
+// direct-message channel is one thread whose key is no message, so there
+// the request carrying 👀 is the one to react to.
 func (s *Service) HandleReaction(ctx context.Context, r Reaction) (Reply, error) {
-	if r.Author.Bot || r.Emoji != EmojiFailed || r.MsgID != r.Thread.Thread {
+	if r.Author.Bot || r.Emoji != EmojiFailed || r.MsgID == "" {
 		return Reply{}, nil
 	}
 	task, err := s.store.TaskByThread(ctx, r.Thread)
@@ -308,7 +310,14 @@ func (s *Service) HandleReaction(ctx context.Context, r Reaction) (Reply, error)
 	if err != nil {
 		return Reply{}, err
 	}
-	if _, err := s.store.ActiveJob(ctx, task.ID); errors.Is(err, core.ErrNotFound) {
+	j, err := s.store.ActiveJob(ctx, task.ID)
+	if errors.Is(err, core.ErrNotFound) {
+		return Reply{}, nil
+	}
+	if err != nil {
+		return Reply{}, err
+	}
+	if r.MsgID != r.Thread.Thread && r.MsgID != j.TriggerMsgID {
 		return Reply{}, nil
 	}
 	return s.abort(ctx, task, r.Author)

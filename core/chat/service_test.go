@@ -509,6 +509,46 @@ func TestReactionAborts(t *testing.T) {
 	}
 }
 
+// TestReactionAbortsInDirectMessages: a direct-message channel is one
+// thread keyed by no message; ❌ on the message that started the job stops
+// it there.
+func TestReactionAbortsInDirectMessages(t *testing.T) {
+	w := newWorld(t, chat.Access{})
+	dm := core.ThreadRef{Platform: core.PlatformSlack, Team: "T1", Channel: "D1", Thread: "D1"}
+	w.srv.Script(llmtest.Transition("ASK", "q", "question", "Which?"))
+	if _, err := w.svc.HandleMessage(context.Background(), chat.Message{Thread: dm, Channel: "slack:D1", MsgID: "1700.5", Author: chat.Author{ID: "slack:alice"}, Text: "start", Addressed: true, Direct: true}); err != nil {
+		t.Fatal(err)
+	}
+	job := func() core.Job {
+		task, err := w.store.TaskByThread(context.Background(), dm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		jobs, err := w.store.Jobs(context.Background(), core.JobFilter{TaskID: task.ID})
+		if err != nil || len(jobs) != 1 {
+			t.Fatalf("jobs %+v, %v", jobs, err)
+		}
+		return jobs[0]
+	}
+	for deadline := time.Now().Add(60 * time.Second); job().State != core.JobWaitingHuman; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the job never asked")
+		}
+	}
+	if _, err := w.svc.HandleReaction(context.Background(), chat.Reaction{Thread: dm, MsgID: "1700.4", Emoji: "x", Author: chat.Author{ID: "slack:alice"}}); err != nil {
+		t.Fatal(err)
+	}
+	if j := job(); j.State != core.JobWaitingHuman {
+		t.Fatalf("❌ on another message: job %s", j.State)
+	}
+	if _, err := w.svc.HandleReaction(context.Background(), chat.Reaction{Thread: dm, MsgID: "1700.5", Emoji: "x", Author: chat.Author{ID: "slack:alice"}}); err != nil {
+		t.Fatal(err)
+	}
+	if j := job(); j.State != core.JobAborted || j.AbortedBy != "slack:alice" {
+		t.Errorf("❌ on the request: job %s aborted by %q, want aborted by slack:alice", j.State, j.AbortedBy)
+	}
+}
+
 func TestNewInDirectMessages(t *testing.T) {
 	w := newWorld(t, chat.Access{})
 	dm := core.ThreadRef{Platform: core.PlatformDiscord, Channel: "D1", Thread: "D1"}
