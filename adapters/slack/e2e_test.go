@@ -32,7 +32,12 @@ type world struct {
 
 func newWorld(t testing.TB) *world {
 	t.Helper()
-	sys := chattest.Start(t, chattest.Options{})
+	return newWorldWith(t, chattest.Options{})
+}
+
+func newWorldWith(t testing.TB, opts chattest.Options) *world {
+	t.Helper()
+	sys := chattest.Start(t, opts)
 	f := newFakeSlack(t)
 	a, base := startHTTP(t, sys.Service, f, Config{})
 	d := outbox.New(sys.Store, core.PlatformSlack, a.Poster(), outbox.Config{Split: chattext.Split, Poll: 20 * time.Millisecond})
@@ -224,6 +229,26 @@ func TestAttachmentLandsInInput(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(task.Workspace, "input", "notes.txt"))
 	if err != nil || string(b) != "content of notes.txt" {
 		t.Errorf("input/notes.txt = %q, %v; want the file downloaded with the bot token", b, err)
+	}
+}
+
+// TestAttachmentOverTheLimit: a file larger than files.max_bytes is not
+// downloaded, the thread is told why, and the request still runs.
+func TestAttachmentOverTheLimit(t *testing.T) {
+	w := newWorldWith(t, chattest.Options{MaxFileBytes: 1000})
+	w.sys.LLM.Script(llmtest.Transition("COMPLETE", "Done without it."))
+	const root = "1700000000.000200"
+	ev := map[string]any{"type": "app_mention", "user": "U1", "text": "<@UBATON> read this", "ts": root, "channel": "C1", "event_ts": root,
+		"files": []map[string]any{{"id": "F2", "name": "huge.bin", "size": 50_000_000, "url_private_download": w.slack.url() + "download/huge.bin"}}}
+	w.send(callback("Ev2", ev), "")
+	w.waitJob(root, core.JobSucceeded)
+	w.waitPost("C1", root, "I could not take the file huge.bin")
+	task, err := w.sys.Store.TaskByThread(context.Background(), thread(root))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(task.Workspace, "input", "huge.bin")); !os.IsNotExist(err) {
+		t.Errorf("input/huge.bin: %v, want no such file", err)
 	}
 }
 

@@ -38,6 +38,9 @@ type Options struct {
 	Access chat.Access
 	// Concurrency is the worker pool's (2 by default).
 	Concurrency int
+	// MaxFileBytes caps attachments (files.max_bytes); 0 keeps the
+	// service's default.
+	MaxFileBytes int64
 }
 
 // Start builds and runs the stack for t.
@@ -66,7 +69,7 @@ func Start(t testing.TB, opts Options) *System {
 	}
 	q := queue.NewMemory(queue.Options{Lease: 5 * time.Second})
 	t.Cleanup(func() { q.Close() })
-	svc := chat.NewService(st, q, chat.Config{DefaultPiece: "chat", Pieces: lib, Access: opts.Access})
+	svc := chat.NewService(st, q, chat.Config{DefaultPiece: "chat", Pieces: lib, Access: opts.Access, MaxFileBytes: opts.MaxFileBytes})
 	eng, err := engine.New(client, st, lib, box, tokens.Default(), engine.Config{Model: "m", ContextWindow: 100000, Observer: svc})
 	if err != nil {
 		t.Fatal(err)
