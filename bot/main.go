@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -162,6 +163,11 @@ func lookup(name string) (command, bool) {
 // when it is done (long-running commands: when ctx ends). Its error maps to
 // an exit code with ExitCode; Report prints it.
 func (m *Main) Run(ctx context.Context, args []string) error {
+	// The logger and the progress lines write from different goroutines:
+	// one lock keeps their lines whole, whatever Stderr is.
+	if _, ok := m.Stderr.(*lockedWriter); !ok {
+		m.Stderr = &lockedWriter{w: m.Stderr}
+	}
 	if len(args) == 0 {
 		m.usage(m.Stderr)
 		return &exitError{code: exitUsage, err: errors.New("baton: a command is required"), reported: true}
@@ -494,4 +500,16 @@ func (m *Main) help(ctx context.Context, args []string) error {
 	default:
 		return usageErr("baton help: too many arguments")
 	}
+}
+
+// lockedWriter serialises writes to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer // guarded by mu
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
