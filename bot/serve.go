@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	stdlog "log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -47,7 +48,7 @@ func (m *Main) serveAll(ctx context.Context, cmd string, workers bool) error {
 			return err
 		}
 		ops = http.NewServeMux()
-		adminSrv = &http.Server{Handler: ops, ReadHeaderTimeout: 10 * time.Second}
+		adminSrv = &http.Server{Handler: ops, ReadHeaderTimeout: 10 * time.Second, ErrorLog: httpErrorLog(m.Logger)}
 		go func() { _ = adminSrv.Serve(aln) }()
 		m.Logger.Info("admin endpoints on", "addr", aln.Addr().String())
 	}
@@ -66,16 +67,23 @@ func (m *Main) serveAll(ctx context.Context, cmd string, workers bool) error {
 	lastEvent, err := m.startAdapters(workCtx, sys, mux, &adapters, adapterErr)
 	if err != nil {
 		ln.Close()
+		if adminSrv != nil {
+			adminSrv.Close()
+		}
 		return err
 	}
 	sys.metrics.watch(gauges{store: sys.store, queue: sys.queue, lastEvent: lastEvent})
-	sys.opsRoutes(ops)
+	// live ends when shutdown begins, for whatever reason: /readyz turns
+	// false then, so that a load balancer stops sending traffic.
+	live, endLive := context.WithCancel(ctx)
+	defer endLive()
+	sys.opsRoutes(live, ops)
 	if token := m.Config.API.Token.Reveal(); token != "" {
 		mux.Handle("/api/", api.New(sys.chat, sys.store, api.Config{Token: token, Logger: m.Logger}).Handler())
 		sys.deliver(workCtx, core.PlatformAPI, api.Poster{})
 		m.Logger.Info("task API on", "addr", ln.Addr().String())
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: httpErrorLog(m.Logger)}
 
 	var wg sync.WaitGroup
 	runCtx, stopRun := context.WithCancel(ctx)
@@ -115,17 +123,19 @@ func (m *Main) serveAll(ctx context.Context, cmd string, workers bool) error {
 		m.Logger.Error("an adapter stopped; shutting down", "err", err)
 		fatal = err
 	}
-	shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_ = srv.Shutdown(shutCtx)
-	if adminSrv != nil {
-		defer adminSrv.Shutdown(shutCtx)
-	}
+	endLive()
+	// http.addr stops taking requests at once; admin.addr keeps answering
+	// (/readyz: 503) while running jobs finish, and stops before the store
+	// and the queue close under its handlers.
+	shutdown(srv, m.Logger, "http.addr")
 	stopRun()
 	<-poolDone
 	stopWork()
 	wg.Wait()
 	waitAdapters()
+	if adminSrv != nil {
+		shutdown(adminSrv, m.Logger, "admin.addr")
+	}
 	m.Logger.Info("baton " + cmd + " stopped")
 	if fatal != nil {
 		return &exitError{code: exitInternal, err: fmt.Errorf("baton %s: %w", cmd, fatal)}
@@ -220,6 +230,23 @@ func slackGroups(a AccessConfig) []string {
 	return out
 }
 
+// httpErrorLog sends net/http's own messages (a handler's panic, a TLS
+// handshake error) to Baton's log rather than the standard logger.
+func httpErrorLog(log *slog.Logger) *stdlog.Logger {
+	return slog.NewLogLogger(log.With("component", "http").Handler(), slog.LevelWarn)
+}
+
+// shutdown stops srv: no new connection, requests in flight answered
+// within 5 s, then whatever is left is closed.
+func shutdown(srv *http.Server, log *slog.Logger, key string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		log.Warn("HTTP requests still running at shutdown: closing them", "on", key, "err", err)
+		_ = srv.Close()
+	}
+}
+
 func queueKind(cfg Config) string {
 	if cfg.Redis.URL == "" {
 		return "in-process"
@@ -237,8 +264,10 @@ func listen(key, addr string) (net.Listener, error) {
 	return ln, nil
 }
 
-// opsRoutes serves /healthz, /readyz and /metrics on mux.
-func (s *system) opsRoutes(mux *http.ServeMux) {
+// opsRoutes serves /healthz, /readyz and /metrics on mux. /readyz answers
+// 503 once live has ended (shutdown has begun); /healthz keeps answering
+// 200 while the process drains.
+func (s *system) opsRoutes(live context.Context, mux *http.ServeMux) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintln(w, "ok")
@@ -247,6 +276,10 @@ func (s *system) opsRoutes(mux *http.ServeMux) {
 		rctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if live.Err() != nil {
+			http.Error(w, "shutting down", http.StatusServiceUnavailable)
+			return
+		}
 		if err := s.store.Ping(rctx); err != nil {
 			http.Error(w, "store: unreachable", http.StatusServiceUnavailable)
 			return

@@ -64,7 +64,9 @@ type Queue interface {
 	// queue already knows.
 	Enqueue(ctx context.Context, jobID int64) error
 	// Claim takes the next ready job, waiting up to wait for one; it returns
-	// ErrNoJob when none came. Aborted jobs are skipped.
+	// ErrNoJob when none came. Aborted jobs are skipped. ctx ending ends the
+	// wait promptly with ctx's error, but never loses a job: a job Claim took
+	// is returned with a nil error, whatever ctx did meanwhile.
 	Claim(ctx context.Context, wait time.Duration) (Lease, error)
 	// Heartbeat extends the leases still current and reports each one's
 	// status, in order.

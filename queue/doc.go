@@ -21,6 +21,7 @@
 //	<prefix>:{<name>}:parked    SET   ids waiting for a person or for subtasks
 //	<prefix>:{<name>}:job:<id>  HASH  state, attempt, failures, abort, wseq
 //	<prefix>:{<name>}:signal    LIST  doorbell rung when a job becomes ready
+//	<prefix>:{<name>}:wake:<id>:<n>  LIST  wakes one blocked Claim (its context ended, or Close); expires in 10 s
 //	<prefix>:{<name>}:aborts    pub/sub channel carrying aborted ids
 //
 // Every change is one Lua script, so a job is always in exactly the index

@@ -2,10 +2,13 @@ package queue
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -30,17 +33,30 @@ type Redis struct {
 	leaseMS int64
 	ttlSec  int64
 
-	closed  atomic.Bool
-	waiting atomic.Int64 // Claims of this queue blocked on the doorbell
-	// life ends at Close, waking Claims blocked on the doorbell early.
+	closed atomic.Bool
+	// life ends at Close.
 	life context.Context
 	kill context.CancelFunc
+
+	// wakePrefix starts the private wake-up lists of this value's blocked
+	// Claims: a Claim blocks on the doorbell and on a list of its own, so
+	// that its context ending or Close wakes exactly it, whichever process
+	// would take a token rung on the shared doorbell. go-redis does not
+	// interrupt a blocking read when a context is cancelled.
+	wakePrefix string
+	wakeSeq    atomic.Uint64
+	mu         sync.Mutex
+	waiting    map[string]struct{} // guarded by mu; wake lists of blocked Claims
+	maxBlock   time.Duration       // longest single block on the doorbell
 }
 
-// Claim blocks on the doorbell in chunks of at most maxBlock, so that a
-// cancelled context or Close is noticed within it: go-redis does not
-// interrupt a blocking read when a context is cancelled.
+// Claim blocks on the doorbell in chunks of at most maxBlock, as a bound
+// should a wake-up be lost (Redis restarting as the context ends).
 const maxBlock = 2 * time.Second
+
+// wakeTTL bounds the life of a wake-up list whose Claim had already
+// returned when the wake-up came.
+const wakeTTL = 10 * time.Second
 
 // reapBatch bounds the leases one reap script looks at.
 const reapBatch = 100
@@ -61,6 +77,8 @@ func NewRedis(client redis.UniversalClient, opts Options) (*Redis, error) {
 	}
 	base := fmt.Sprintf("%s:{%s}:", opts.Prefix, opts.Name)
 	life, kill := context.WithCancel(context.Background())
+	var id [8]byte
+	_, _ = rand.Read(id[:]) // never fails (crypto/rand)
 	return &Redis{
 		client:    client,
 		opts:      opts,
@@ -77,6 +95,10 @@ func NewRedis(client redis.UniversalClient, opts Options) (*Redis, error) {
 		ttlSec:    int64(finishedTTL / time.Second),
 		life:      life,
 		kill:      kill,
+
+		wakePrefix: base + "wake:" + hex.EncodeToString(id[:]) + ":",
+		waiting:    make(map[string]struct{}),
+		maxBlock:   maxBlock,
 	}, nil
 }
 
@@ -119,15 +141,20 @@ func (r *Redis) Claim(ctx context.Context, wait time.Duration) (core.Lease, erro
 const maxBatch = 256
 
 // ClaimBatch takes up to n ready jobs in one round trip, waiting up to wait
-// for the first; it returns core.ErrNoJob when none came.
+// for the first; it returns core.ErrNoJob when none came. ctx ending
+// interrupts the wait at once (ctx's error) but never a claim on the wire:
+// jobs the script took are returned, not left leased to nobody.
 func (r *Redis) ClaimBatch(ctx context.Context, n int, wait time.Duration) ([]core.Lease, error) {
 	if err := r.check(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	n = min(max(n, 1), maxBatch)
 	end := time.Now().Add(wait)
 	for {
-		ls, next, err := r.claimOnce(ctx, n)
+		ls, next, err := r.claimOnce(context.WithoutCancel(ctx), n)
 		if err != nil || len(ls) > 0 {
 			return ls, err
 		}
@@ -135,7 +162,7 @@ func (r *Redis) ClaimBatch(ctx context.Context, n int, wait time.Duration) ([]co
 		if left <= 0 {
 			return nil, core.ErrNoJob
 		}
-		block := min(left, maxBlock)
+		block := min(left, r.maxBlock)
 		if next >= 0 {
 			// A retry becomes due: wake up for it (at least 1ms later, so
 			// that the server's clock has passed its due time).
@@ -173,43 +200,82 @@ func (r *Redis) claimOnce(ctx context.Context, n int) ([]core.Lease, time.Durati
 }
 
 // await waits up to d for a doorbell token. Returning without a token (the
-// wait ended) is not an error: the caller tries to claim again.
+// wait ended) is not an error: the caller tries to claim again. ctx ending
+// or Close wakes it through its own wake list (see Redis.wakePrefix).
 func (r *Redis) await(ctx context.Context, d time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	key := r.wakePrefix + strconv.FormatUint(r.wakeSeq.Add(1), 10)
+	r.mu.Lock()
 	if r.life.Err() != nil {
+		r.mu.Unlock()
 		return core.ErrClosed
 	}
-	r.waiting.Add(1)
-	defer r.waiting.Add(-1)
+	r.waiting[key] = struct{}{}
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		delete(r.waiting, key)
+	}()
+	stop := context.AfterFunc(ctx, func() { r.wake(key) })
+	defer stop()
+
+	// The read deadline must outlast the block time: the command is sent
+	// without ctx's cancellation (which go-redis would not honour mid-read
+	// anyway), and its context carries no deadline shorter than the block.
+	bctx := context.WithoutCancel(ctx)
+	var v []string
 	var err error
 	if d >= time.Second {
 		// The typed command extends the read deadline past the block time;
 		// it takes whole seconds.
-		err = r.client.BLPop(ctx, d.Truncate(time.Second), r.signal).Err()
+		v, err = r.client.BLPop(bctx, d.Truncate(time.Second), r.signal, key).Result()
 	} else {
 		secs := strconv.FormatFloat(max(d.Seconds(), 0.001), 'f', 3, 64)
-		err = r.client.Do(ctx, "BLPOP", r.signal, secs).Err()
+		v, err = r.client.Do(bctx, "BLPOP", r.signal, key, secs).StringSlice()
 	}
-	got := err == nil
 	if errors.Is(err, redis.Nil) {
 		err = nil
 	}
 	if err != nil {
 		return fmt.Errorf("claim: wait for a job: %w", translate(err))
 	}
-	if r.life.Err() != nil {
-		return core.ErrClosed
-	}
-	if ctx.Err() != nil {
-		if got {
+	// A doorbell token, rather than a wake-up or the end of the block.
+	rung := len(v) == 2 && v[0] == r.signal
+	if r.life.Err() != nil || ctx.Err() != nil {
+		if rung {
 			// The token was meant for a claimer that will claim: pass it on.
 			r.pass()
+		}
+		if r.life.Err() != nil {
+			return core.ErrClosed
 		}
 		return ctx.Err()
 	}
 	return nil
+}
+
+// wake pushes a token on each of keys, the wake lists of blocked Claims,
+// in one round trip; each list expires soon after, in case its Claim had
+// already returned.
+func (r *Redis) wake(keys ...string) {
+	if len(keys) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, err := r.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, k := range keys {
+			p.LPush(ctx, k, "1")
+			p.PExpire(ctx, k, wakeTTL)
+		}
+		return nil
+	})
+	if err != nil {
+		r.log.Debug("queue: wake blocked claims", "claims", len(keys), "err", err)
+	}
 }
 
 // pass puts back a doorbell token this process took but will not use.
@@ -562,25 +628,21 @@ func (r *Redis) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Close stops the queue: Claims waiting for a job and WatchAborts return
-// (at once, or within a couple of seconds should another process take the
-// wake-ups Close rings), and later calls fail with core.ErrClosed.
+// Close stops the queue: Claims waiting for a job return core.ErrClosed
+// at once, WatchAborts returns, and later calls fail with core.ErrClosed.
 // It does not close the Redis client, which the caller owns.
 func (r *Redis) Close() error {
 	if r.closed.Swap(true) {
 		return nil
 	}
-	r.kill()
-	// Wake this queue's blocked Claims now rather than at their next check.
-	if n := r.waiting.Load(); n > 0 {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		tokens := make([]any, min(n, 64))
-		for i := range tokens {
-			tokens[i] = "1"
-		}
-		_ = r.client.LPush(ctx, r.signal, tokens...).Err()
+	r.mu.Lock()
+	r.kill() // under mu: no Claim starts blocking after the keys are read
+	keys := make([]string, 0, len(r.waiting))
+	for k := range r.waiting {
+		keys = append(keys, k)
 	}
+	r.mu.Unlock()
+	r.wake(keys...)
 	return nil
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -259,4 +261,83 @@ func TestRedisClosedClient(t *testing.T) {
 	if err := q.Enqueue(t.Context(), 1); !errors.Is(err, core.ErrClosed) {
 		t.Errorf("Enqueue on a closed client: %v, want core.ErrClosed", err)
 	}
+}
+
+// TestRedisBlockedClaimWakes: a Claim blocked on the doorbell returns as
+// soon as its context ends, or the queue closes, without waiting for the
+// end of its block (made an hour here, so only the wake-up can end it), and
+// takes nothing with it: a job enqueued afterwards goes to the next Claim.
+func TestRedisBlockedClaimWakes(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		end     func(q *queue.Redis, cancel context.CancelFunc)
+		wantErr error
+	}{
+		{"context ends", func(_ *queue.Redis, cancel context.CancelFunc) { cancel() }, context.Canceled},
+		{"queue closes", func(q *queue.Redis, _ context.CancelFunc) { _ = q.Close() }, core.ErrClosed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// A Redis of its own: the test counts the blocked clients.
+			client := redistest.Start(t).Client(t)
+			q, err := queue.NewRedis(client, queue.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = q.Close() })
+			queue.SetMaxBlock(q, time.Hour)
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() {
+				_, err := q.Claim(ctx, time.Hour)
+				done <- err
+			}()
+			eventually(t, "the claim blocks on the doorbell", func() bool { return blockedClients(t, client) > 0 })
+			tc.end(q, cancel)
+			select {
+			case err := <-done:
+				if !errors.Is(err, tc.wantErr) {
+					t.Errorf("blocked Claim returned %v, want %v", err, tc.wantErr)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("the blocked Claim was not woken")
+			}
+			eventually(t, "no client left blocked", func() bool { return blockedClients(t, client) == 0 })
+
+			// Nothing was lost: the next claimer (on a fresh queue value
+			// when this one is closed) gets the next job.
+			q2, err := queue.NewRedis(client, queue.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = q2.Close() })
+			if err := q2.Enqueue(t.Context(), 5); err != nil {
+				t.Fatal(err)
+			}
+			l, err := q2.Claim(t.Context(), 5*time.Second)
+			if err != nil || l.JobID != 5 {
+				t.Fatalf("Claim after the wake-up = job %d, %v; want job 5", l.JobID, err)
+			}
+		})
+	}
+}
+
+// blockedClients is the number of clients Redis reports blocked.
+func blockedClients(t *testing.T, client *redis.Client) int {
+	t.Helper()
+	info, err := client.Info(t.Context(), "clients").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "blocked_clients:"); ok {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				t.Fatalf("blocked_clients: %q", v)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no blocked_clients in INFO clients:\n%s", info)
+	return 0
 }

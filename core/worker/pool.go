@@ -227,6 +227,11 @@ func (p *Pool) fetch(stop, jobsCtx context.Context, jobs *sync.WaitGroup) {
 	b, batches := p.q.(batcher)
 	var errDelay time.Duration
 	for {
+		// Stopping comes first: with a free slot too, select would pick
+		// at random and claim again.
+		if stop.Err() != nil {
+			return
+		}
 		select {
 		case slots <- struct{}{}:
 		case <-stop.Done():
@@ -247,16 +252,16 @@ func (p *Pool) fetch(stop, jobsCtx context.Context, jobs *sync.WaitGroup) {
 				}
 			}
 		}
-		// A claim is not cancelled half-way: a reply lost to cancellation
-		// would leave jobs leased to nobody until their leases expire.
+		// stop ends the claim's wait at once; a job it took is still
+		// returned (core.Queue's contract), and is run under jobsCtx.
 		var leases []core.Lease
 		var err error
 		claimStart := time.Now()
 		if batches {
-			leases, err = b.ClaimBatch(context.WithoutCancel(stop), n, p.cfg.ClaimWait)
+			leases, err = b.ClaimBatch(stop, n, p.cfg.ClaimWait)
 		} else {
 			var l core.Lease
-			if l, err = p.q.Claim(context.WithoutCancel(stop), p.cfg.ClaimWait); err == nil {
+			if l, err = p.q.Claim(stop, p.cfg.ClaimWait); err == nil {
 				leases = []core.Lease{l}
 			}
 		}
@@ -271,6 +276,8 @@ func (p *Pool) fetch(stop, jobsCtx context.Context, jobs *sync.WaitGroup) {
 			errDelay = 0
 		case errors.Is(err, core.ErrNoJob):
 			errDelay = 0
+		case stop.Err() != nil:
+			// The wait ended with stop: not a failure.
 		default:
 			errDelay = min(max(2*errDelay, 100*time.Millisecond), 5*time.Second)
 			p.log.Warn("claim failed", "err", err, "retry_in", errDelay)

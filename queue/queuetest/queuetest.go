@@ -34,6 +34,7 @@ func Run(t *testing.T, newQueue func(t *testing.T, opts queue.Options) core.Queu
 		{name: "enqueue of a known job does nothing", test: testEnqueueKnown},
 		{name: "claim waits then reports no job", test: testClaimWaits},
 		{name: "claim wakes when a job arrives", test: testClaimWakes},
+		{name: "claim returns when its context ends", test: testClaimCancelled},
 		{name: "attempt grows on every claim", test: testAttemptGrows},
 		{name: "stale lease changes nothing", test: testStale},
 		{name: "heartbeat reports each lease", test: testHeartbeat},
@@ -210,6 +211,33 @@ func testClaimWakes(t *testing.T, q core.Queue) {
 	if got := time.Since(start); got > wait/2 {
 		t.Errorf("Claim took %v: it did not wake when the job arrived", got)
 	}
+}
+
+// testClaimCancelled: ctx ending ends a Claim's wait with ctx's error, and
+// the Claim takes nothing with it.
+func testClaimCancelled(t *testing.T, q core.Queue) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := q.Claim(ctx, time.Minute)
+		done <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // let the claim start waiting
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("Claim returned %v when its context ended, want context.Canceled", err)
+		}
+	case <-time.After(patience):
+		t.Fatal("Claim kept waiting after its context ended")
+	}
+	if _, err := q.Claim(ctx, time.Second); !errors.Is(err, context.Canceled) {
+		t.Errorf("Claim with an ended context: %v, want context.Canceled", err)
+	}
+	enqueue(t, q, 3)
+	claimID(t, q, 3)
 }
 
 func testAttemptGrows(t *testing.T, q core.Queue) {
