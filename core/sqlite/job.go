@@ -49,7 +49,7 @@ func addEvent(ctx context.Context, q querier, e core.JobEvent) (int64, error) {
 // failures, wait, result, abort, timestamps) start afresh; the rest (piece,
 // instruction, movement, lessons, counters) is kept, so that a retry can
 // start at the failed movement with the old lessons.
-func insertJob(ctx context.Context, tx *sql.Tx, j core.Job) (core.Job, error) {
+func insertJob(ctx context.Context, tx *txn, j core.Job) (core.Job, error) {
 	var id int64
 	err := tx.QueryRowContext(ctx, `INSERT INTO jobs (task_id, parent_job_id, retry_of, piece, instruction, state,
 		movement, resume_movement, movement_count, iteration, lessons, prompt_tokens, completion_tokens, created_at,
@@ -72,7 +72,7 @@ func insertJob(ctx context.Context, tx *sql.Tx, j core.Job) (core.Job, error) {
 // retried job is an error wrapping core.ErrNotFound.
 func (s *Store) CreateJob(ctx context.Context, j core.Job) (core.Job, error) {
 	var out core.Job
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *txn) error {
 		var err error
 		out, err = insertJob(ctx, tx, j)
 		return err
@@ -164,7 +164,7 @@ func (s *Store) ActiveJob(ctx context.Context, taskID int64) (core.Job, error) {
 // core.ErrStale; a waiting or terminal job with a *core.TransitionError.
 func (s *Store) StartJob(ctx context.Context, id, attempt int64) (core.Job, error) {
 	var out core.Job
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *txn) error {
 		j, err := jobByID(ctx, tx, id)
 		if err != nil {
 			return err
@@ -226,7 +226,7 @@ func oneRow(res sql.Result) error {
 
 // fence reads job id inside tx and checks that it is running under
 // attempt: ErrNotFound when there is no such job, ErrStale otherwise.
-func fence(ctx context.Context, tx *sql.Tx, id, attempt int64) (core.Job, error) {
+func fence(ctx context.Context, tx *txn, id, attempt int64) (core.Job, error) {
 	j, err := jobByID(ctx, tx, id)
 	if err != nil {
 		return core.Job{}, err
@@ -241,7 +241,7 @@ func fence(ctx context.Context, tx *sql.Tx, id, attempt int64) (core.Job, error)
 // wrapping core.ErrStale when the job is not running under attempt, and
 // core.ErrNotFound when there is no such job.
 func (s *Store) SaveProgress(ctx context.Context, id, attempt int64, p core.Progress) error {
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *txn) error {
 		if _, err := fence(ctx, tx, id, attempt); err != nil {
 			return err
 		}
@@ -277,7 +277,7 @@ func (s *Store) FinishJob(ctx context.Context, id, attempt int64, f core.Finish)
 			id, attempt, f.To, core.JobWaitingSubtasks)
 	}
 	var out core.Job
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *txn) error {
 		j, err := fence(ctx, tx, id, attempt)
 		if err != nil {
 			return err
@@ -369,7 +369,7 @@ func (s *Store) FinishJob(ctx context.Context, id, attempt int64, f core.Finish)
 // waiting job is refused with a *core.TransitionError.
 func (s *Store) FailJob(ctx context.Context, id int64, reason string) (core.Job, error) {
 	var out core.Job
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *txn) error {
 		j, err := jobByID(ctx, tx, id)
 		if err != nil {
 			return err
@@ -418,7 +418,7 @@ func (s *Store) FailJob(ctx context.Context, id int64, reason string) (core.Job,
 // exist is an error wrapping core.ErrNotFound.
 func (s *Store) ResumeJob(ctx context.Context, id, waitSeq int64) (bool, error) {
 	var resumed bool
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *txn) error {
 		resumed = false
 		j, err := jobByID(ctx, tx, id)
 		if err != nil {
@@ -459,7 +459,7 @@ func (s *Store) ResumeJob(ctx context.Context, id, waitSeq int64) (bool, error) 
 // not touched: aborting them is the caller's business.
 func (s *Store) RequestAbort(ctx context.Context, id int64, by string) (core.Job, error) {
 	var out core.Job
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *txn) error {
 		j, err := jobByID(ctx, tx, id)
 		if err != nil {
 			return err
@@ -510,7 +510,7 @@ func (s *Store) RequestAbort(ctx context.Context, id int64, by string) (core.Job
 // AddEvent appends e to its job's history; e.At defaults to now. A
 // missing job is an error wrapping core.ErrNotFound.
 func (s *Store) AddEvent(ctx context.Context, e core.JobEvent) error {
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *txn) error {
 		_, err := addEvent(ctx, tx, e)
 		return err
 	})

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"cmp"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -46,7 +45,7 @@ func (s *Store) EnsureTask(ctx context.Context, t core.Task) (core.Task, bool, e
 	}
 	var out core.Task
 	var created bool
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *txn) error {
 		created = false
 		found, err := taskByThread(ctx, tx, t.Thread)
 		if err == nil {
@@ -104,7 +103,7 @@ func (s *Store) TaskByThread(ctx context.Context, ref core.ThreadRef) (core.Task
 
 // RetireThread implements core.TaskStore.
 func (s *Store) RetireThread(ctx context.Context, id int64) error {
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *txn) error {
 		res, err := tx.ExecContext(ctx, `UPDATE tasks SET thread = thread || '#retired-' || CAST(id AS TEXT), updated_at = ?
 			WHERE id = ?`, ms(now()), id)
 		if err != nil {
@@ -141,7 +140,7 @@ func scanComment(r scanner) (core.Comment, error) {
 // insertComment stores c in tx. When c.PlatformMsgID is taken in the task,
 // it returns the stored comment and an error wrapping core.ErrDuplicate.
 // A comment without CreatedAt gets the store's clock.
-func insertComment(ctx context.Context, tx *sql.Tx, c core.Comment) (core.Comment, error) {
+func insertComment(ctx context.Context, tx *txn, c core.Comment) (core.Comment, error) {
 	if c.PlatformMsgID != "" {
 		old, err := scanComment(tx.QueryRowContext(ctx, `SELECT `+commentCols+` FROM comments
 			WHERE task_id = ? AND platform_msg_id = ?`, c.TaskID, c.PlatformMsgID))
@@ -188,7 +187,7 @@ func insertComment(ctx context.Context, tx *sql.Tx, c core.Comment) (core.Commen
 func (s *Store) AddComment(ctx context.Context, c core.Comment) (core.Comment, error) {
 	var out core.Comment
 	var dup error
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *txn) error {
 		var err error
 		out, err = insertComment(ctx, tx, c)
 		dup = nil
