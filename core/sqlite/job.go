@@ -143,13 +143,17 @@ func (s *Store) queryJobs(ctx context.Context, q string, args ...any) ([]core.Jo
 	return out, rows.Err()
 }
 
+func activeJob(ctx context.Context, q querier, taskID int64) (core.Job, error) {
+	return scanJob(q.QueryRowContext(ctx, `SELECT `+jobCols+` FROM jobs
+		WHERE task_id = ? AND state IN (?, ?, ?, ?) ORDER BY id DESC LIMIT 1`,
+		taskID, string(core.JobQueued), string(core.JobRunning), string(core.JobWaitingHuman), string(core.JobWaitingSubtasks)))
+}
+
 // ActiveJob returns the task's newest job in an active state (queued,
 // running, waiting_human, waiting_subtasks), or an error wrapping
 // core.ErrNotFound.
 func (s *Store) ActiveJob(ctx context.Context, taskID int64) (core.Job, error) {
-	j, err := scanJob(s.reader.QueryRowContext(ctx, `SELECT `+jobCols+` FROM jobs
-		WHERE task_id = ? AND state IN (?, ?, ?, ?) ORDER BY id DESC LIMIT 1`,
-		taskID, string(core.JobQueued), string(core.JobRunning), string(core.JobWaitingHuman), string(core.JobWaitingSubtasks)))
+	j, err := activeJob(ctx, s.reader, taskID)
 	if err != nil {
 		return core.Job{}, fmt.Errorf("active job of task %d: %w", taskID, err)
 	}

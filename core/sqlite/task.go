@@ -36,6 +36,28 @@ func taskByThread(ctx context.Context, q querier, ref core.ThreadRef) (core.Task
 		string(ref.Platform), ref.Team, ref.Channel, ref.Thread))
 }
 
+// insertTask stores t as a new task; one without a workspace gets
+// root/<id>.
+func insertTask(ctx context.Context, tx *txn, t core.Task, root string) (core.Task, error) {
+	at := ms(now())
+	var id int64
+	err := tx.QueryRowContext(ctx, `INSERT INTO tasks (parent_task_id, platform, team, channel, thread,
+		owner_user, title, workspace, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+		nullID(t.ParentTaskID), string(t.Thread.Platform), t.Thread.Team, t.Thread.Channel, t.Thread.Thread,
+		t.OwnerUser, t.Title, t.Workspace, at, at).Scan(&id)
+	if err != nil {
+		return core.Task{}, constraint(err)
+	}
+	if t.Workspace == "" {
+		ws := filepath.Join(root, strconv.FormatInt(id, 10))
+		if _, err := tx.ExecContext(ctx, `UPDATE tasks SET workspace = ? WHERE id = ?`, ws, id); err != nil {
+			return core.Task{}, err
+		}
+	}
+	return scanTask(tx.QueryRowContext(ctx, `SELECT `+taskCols+` FROM tasks WHERE id = ?`, id))
+}
+
 // EnsureTask returns the task for t.Thread, creating it from t when there
 // is none (see core.TaskStore). A new task without a workspace gets
 // WorkspaceRoot/<id>. t.Thread.Platform must be set.
@@ -55,23 +77,7 @@ func (s *Store) EnsureTask(ctx context.Context, t core.Task) (core.Task, bool, e
 		if !errors.Is(err, core.ErrNotFound) {
 			return err
 		}
-		at := ms(now())
-		var id int64
-		err = tx.QueryRowContext(ctx, `INSERT INTO tasks (parent_task_id, platform, team, channel, thread,
-			owner_user, title, workspace, created_at, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
-			nullID(t.ParentTaskID), string(t.Thread.Platform), t.Thread.Team, t.Thread.Channel, t.Thread.Thread,
-			t.OwnerUser, t.Title, t.Workspace, at, at).Scan(&id)
-		if err != nil {
-			return constraint(err)
-		}
-		if t.Workspace == "" {
-			ws := filepath.Join(s.root, strconv.FormatInt(id, 10))
-			if _, err := tx.ExecContext(ctx, `UPDATE tasks SET workspace = ? WHERE id = ?`, ws, id); err != nil {
-				return err
-			}
-		}
-		out, err = scanTask(tx.QueryRowContext(ctx, `SELECT `+taskCols+` FROM tasks WHERE id = ?`, id))
+		out, err = insertTask(ctx, tx, t, s.root)
 		created = true
 		return err
 	})
