@@ -31,6 +31,7 @@ func BenchmarkIngest(b *testing.B) {
 	_, base := startHTTP(b, sys.Service, f, Config{})
 
 	var mu sync.Mutex
+	refused := 0                   // answers other than 200 (503: the backlog was full)
 	sent := map[string]time.Time{} // ts → when it was sent
 	var wg sync.WaitGroup
 	tick := time.NewTicker(time.Second / rate)
@@ -53,6 +54,11 @@ func BenchmarkIngest(b *testing.B) {
 				return
 			}
 			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				mu.Lock()
+				refused++
+				mu.Unlock()
+			}
 		}()
 	}
 	wg.Wait()
@@ -100,4 +106,8 @@ func BenchmarkIngest(b *testing.B) {
 	b.ReportMetric(pct(0.99), "p99-ms")
 	b.ReportMetric(float64(len(sent)-len(lat)), "lost")
 	b.ReportMetric(float64(len(sent)), "events")
+	b.ReportMetric(float64(refused), "refused")
+	if len(jobs) > len(sent) {
+		b.Errorf("%d jobs for %d events: an event started more than one job", len(jobs), len(sent))
+	}
 }
