@@ -60,6 +60,9 @@ type Progress struct {
 	Lessons          string
 	PromptTokens     int64
 	CompletionTokens int64
+	// Events are appended to the job's history in the same transaction
+	// (their JobID is the job's).
+	Events []JobEvent
 }
 
 // Finish describes how a running attempt ends.
@@ -108,8 +111,10 @@ type JobStore interface {
 	// lost its lease: the takeover counts a failure. It fails with ErrStale
 	// when the job already ran under attempt or a newer one, and with a
 	// *TransitionError when the job is not queued or running (terminal or
-	// waiting).
-	StartJob(ctx context.Context, id, attempt int64) (Job, error)
+	// waiting). The outbox messages notes (the claim's notices) are written
+	// in the same transaction, under attempt, for the job's task and job
+	// when they name none.
+	StartJob(ctx context.Context, id, attempt int64, notes ...OutboxMessage) (Job, error)
 	// SaveProgress records a running attempt's progress (fenced).
 	SaveProgress(ctx context.Context, id, attempt int64, p Progress) error
 	// FinishJob ends a running attempt as f says (fenced), writing f's

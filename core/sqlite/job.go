@@ -166,7 +166,8 @@ func (s *Store) ActiveJob(ctx context.Context, taskID int64) (core.Job, error) {
 // lost its lease and is taken over (a failure counted, events "lease_lost"
 // and "claimed"). An attempt not above the job's is refused with
 // core.ErrStale; a waiting or terminal job with a *core.TransitionError.
-func (s *Store) StartJob(ctx context.Context, id, attempt int64) (core.Job, error) {
+// notes are stored as outbox messages in the same transaction.
+func (s *Store) StartJob(ctx context.Context, id, attempt int64, notes ...core.OutboxMessage) (core.Job, error) {
 	var out core.Job
 	err := s.tx(ctx, func(tx *txn) error {
 		j, err := jobByID(ctx, tx, id)
@@ -206,6 +207,18 @@ func (s *Store) StartJob(ctx context.Context, id, attempt int64) (core.Job, erro
 			Detail: fmt.Sprintf("attempt %d", attempt)}); err != nil {
 			return err
 		}
+		for i, m := range notes {
+			if m.TaskID == 0 {
+				m.TaskID = j.TaskID
+			}
+			if m.JobID == 0 {
+				m.JobID = id
+			}
+			m.Attempt = attempt
+			if _, err := insertOutbox(ctx, tx, m); err != nil {
+				return fmt.Errorf("outbox message %d: %w", i, err)
+			}
+		}
 		out, err = jobByID(ctx, tx, id)
 		return err
 	})
@@ -241,9 +254,10 @@ func fence(ctx context.Context, tx *txn, id, attempt int64) (core.Job, error) {
 	return j, nil
 }
 
-// SaveProgress records a running attempt's progress (fenced): an error
-// wrapping core.ErrStale when the job is not running under attempt, and
-// core.ErrNotFound when there is no such job.
+// SaveProgress records a running attempt's progress (fenced), with
+// p.Events in the same transaction: an error wrapping core.ErrStale when
+// the job is not running under attempt, and core.ErrNotFound when there is
+// no such job.
 func (s *Store) SaveProgress(ctx context.Context, id, attempt int64, p core.Progress) error {
 	err := s.tx(ctx, func(tx *txn) error {
 		if _, err := fence(ctx, tx, id, attempt); err != nil {
@@ -257,7 +271,16 @@ func (s *Store) SaveProgress(ctx context.Context, id, attempt int64, p core.Prog
 		if err != nil {
 			return err
 		}
-		return oneRow(res)
+		if err := oneRow(res); err != nil {
+			return err
+		}
+		for _, e := range p.Events {
+			e.JobID = id
+			if _, err := addEvent(ctx, tx, e); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("save progress of job %d attempt %d: %w", id, attempt, err)

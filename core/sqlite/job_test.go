@@ -811,3 +811,59 @@ func TestJobTrigger(t *testing.T) {
 		t.Errorf("TriggerMsgID = %q, want 1700.42", got.TriggerMsgID)
 	}
 }
+
+// TestStartJobNotes writes the claim's notices with the claim, and none
+// when the claim is refused.
+func TestStartJobNotes(t *testing.T) {
+	s := newStore(t)
+	ctx := t.Context()
+	j := newJob(t, s)
+	note := core.OutboxMessage{Kind: core.OutboxUpdate, Payload: `{"text":"working"}`}
+	if _, err := s.StartJob(ctx, j.ID, 1, note); err != nil {
+		t.Fatal(err)
+	}
+	// A stale claim writes nothing.
+	if _, err := s.StartJob(ctx, j.ID, 1, note); !errors.Is(err, core.ErrStale) {
+		t.Fatalf("stale claim: err = %v, want ErrStale", err)
+	}
+	rows, err := s.reader.QueryContext(ctx, `SELECT `+outboxCols+` FROM outbox o WHERE o.job_id = ?`, j.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var got []core.OutboxMessage
+	for rows.Next() {
+		m, err := scanOutbox(rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, m)
+	}
+	if len(got) != 1 || got[0].TaskID != j.TaskID || got[0].Attempt != 1 || got[0].Payload != note.Payload {
+		t.Errorf("outbox after the claims = %+v; want the one note of attempt 1", got)
+	}
+}
+
+// TestSaveProgressEvents records the events given with the progress, and
+// none when the save is refused.
+func TestSaveProgressEvents(t *testing.T) {
+	s := newStore(t)
+	ctx := t.Context()
+	j := newJob(t, s)
+	if _, err := s.StartJob(ctx, j.ID, 1); err != nil {
+		t.Fatal(err)
+	}
+	p := core.Progress{Movement: "plan", Events: []core.JobEvent{
+		{Kind: "movement_finished", Movement: "intake"}, {Kind: "movement_started", Movement: "plan"},
+	}}
+	if err := s.SaveProgress(ctx, j.ID, 1, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SaveProgress(ctx, j.ID, 2, p); !errors.Is(err, core.ErrStale) {
+		t.Fatalf("stale save: err = %v, want ErrStale", err)
+	}
+	want := []string{core.EventCreated, core.EventClaimed, "movement_finished", "movement_started"}
+	if diff := cmp.Diff(want, eventKinds(t, s, j.ID)); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+}
