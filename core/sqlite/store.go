@@ -135,8 +135,10 @@ func open(ctx context.Context, path string, opts Options, busyMS int) (*Store, e
 	}
 	go s.writeLoop()
 	// The writer goes first: it creates the file and switches it to WAL,
-	// which readers then find set.
-	if err := writer.PingContext(ctx); err != nil {
+	// which readers then find set. Processes opening a fresh file together
+	// race for that switch, which SQLite answers busy without waiting: the
+	// loser tries again.
+	if err := s.retryBusy(ctx, func() error { return writer.PingContext(ctx) }); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
@@ -254,8 +256,14 @@ func (s *Store) Migrate(ctx context.Context) error {
 // is retried with a short backoff; fn must therefore only touch the
 // transaction and variables it resets itself.
 func (s *Store) tx(ctx context.Context, fn func(tx *txn) error) error {
+	return s.retryBusy(ctx, func() error { return s.txOnce(ctx, fn) })
+}
+
+// retryBusy calls f until it does not fail busy, at most busyTries times,
+// with a growing backoff.
+func (s *Store) retryBusy(ctx context.Context, f func() error) error {
 	for try := 1; ; try++ {
-		err := s.txOnce(ctx, fn)
+		err := f()
 		if err == nil || !busy(err) {
 			return err
 		}
@@ -295,6 +303,11 @@ const maxBatch = 64
 // (nil), or fn's error, or the transaction's. Once handed over, fn is not
 // abandoned: the call returns after the writer is done with it.
 func (s *Store) txOnce(ctx context.Context, fn func(tx *txn) error) error {
+	select {
+	case <-s.closing:
+		return ErrClosed
+	default:
+	}
 	w := &write{ctx: ctx, fn: fn, done: make(chan error, 1)}
 	select {
 	case s.writes <- w:
@@ -303,7 +316,19 @@ func (s *Store) txOnce(ctx context.Context, fn func(tx *txn) error) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	return <-w.done
+	select {
+	case err := <-w.done:
+		return err
+	case <-s.loopDone:
+		// The loop answered every write it took before it stopped; one
+		// handed over as it stopped was never taken.
+		select {
+		case err := <-w.done:
+			return err
+		default:
+			return ErrClosed
+		}
+	}
 }
 
 // writeLoop runs the writes handed to txOnce, taking with each one the
