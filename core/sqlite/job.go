@@ -12,22 +12,23 @@ import (
 const jobCols = `id, task_id, COALESCE(parent_job_id, 0), COALESCE(retry_of, 0), piece, instruction, state,
 	movement, resume_movement, movement_count, iteration, attempt, failures, question, wait_seq, lessons,
 	result_summary, error, abort_requested_at, aborted_by, prompt_tokens, completion_tokens,
-	created_at, started_at, finished_at, trigger_msg_id`
+	created_at, started_at, finished_at, trigger_msg_id, queued_at`
 
 func scanJob(r scanner) (core.Job, error) {
 	var j core.Job
 	var state string
-	var abortAt, created, started, finished int64
+	var abortAt, created, started, finished, queued int64
 	err := r.Scan(&j.ID, &j.TaskID, &j.ParentJobID, &j.RetryOf, &j.Piece, &j.Instruction, &state,
 		&j.Movement, &j.ResumeMovement, &j.MovementCount, &j.Iteration, &j.Attempt, &j.Failures, &j.Question,
 		&j.WaitSeq, &j.Lessons, &j.ResultSummary, &j.Error, &abortAt, &j.AbortedBy, &j.PromptTokens,
-		&j.CompletionTokens, &created, &started, &finished, &j.TriggerMsgID)
+		&j.CompletionTokens, &created, &started, &finished, &j.TriggerMsgID, &queued)
 	if err != nil {
 		return core.Job{}, notFound(err)
 	}
 	j.State = core.JobState(state)
 	j.AbortRequestedAt = fromMS(abortAt)
 	j.CreatedAt, j.StartedAt, j.FinishedAt = fromMS(created), fromMS(started), fromMS(finished)
+	j.QueuedAt = fromMS(queued)
 	return j, nil
 }
 
@@ -51,13 +52,14 @@ func addEvent(ctx context.Context, q querier, e core.JobEvent) (int64, error) {
 // start at the failed movement with the old lessons.
 func insertJob(ctx context.Context, tx *txn, j core.Job) (core.Job, error) {
 	var id int64
+	at := ms(now())
 	err := tx.QueryRowContext(ctx, `INSERT INTO jobs (task_id, parent_job_id, retry_of, piece, instruction, state,
 		movement, resume_movement, movement_count, iteration, lessons, prompt_tokens, completion_tokens, created_at,
-		trigger_msg_id)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+		trigger_msg_id, queued_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
 		j.TaskID, nullID(j.ParentJobID), nullID(j.RetryOf), j.Piece, j.Instruction, string(core.JobQueued),
 		j.Movement, j.ResumeMovement, j.MovementCount, j.Iteration, j.Lessons, j.PromptTokens, j.CompletionTokens,
-		ms(now()), j.TriggerMsgID).Scan(&id)
+		at, j.TriggerMsgID, at).Scan(&id)
 	if err != nil {
 		return core.Job{}, constraint(err)
 	}
@@ -193,10 +195,13 @@ func (s *Store) StartJob(ctx context.Context, id, attempt int64, notes ...core.O
 				return err
 			}
 		}
+		// A takeover was requeued by the queue, not the store: when it
+		// became ready again is unknown.
 		res, err := tx.ExecContext(ctx, `UPDATE jobs SET state = ?, attempt = ?, failures = failures + ?,
-			started_at = CASE WHEN started_at = 0 THEN ? ELSE started_at END
+			started_at = CASE WHEN started_at = 0 THEN ? ELSE started_at END,
+			queued_at = CASE WHEN ? = 1 THEN 0 ELSE queued_at END
 			WHERE id = ? AND attempt = ? AND state = ?`,
-			string(core.JobRunning), attempt, failures, at, id, j.Attempt, string(j.State))
+			string(core.JobRunning), attempt, failures, at, failures, id, j.Attempt, string(j.State))
 		if err != nil {
 			return err
 		}
@@ -334,6 +339,8 @@ func (s *Store) FinishJob(ctx context.Context, id, attempt int64, f core.Finish)
 			args = append(args, f.Question, f.ResumeMovement)
 		case core.JobQueued:
 			kind = core.EventRequeued
+			set = append(set, "queued_at = ?")
+			args = append(args, ms(now()))
 			if f.CountFailure {
 				set = append(set, "failures = failures + 1")
 			}
@@ -457,8 +464,8 @@ func (s *Store) ResumeJob(ctx context.Context, id, waitSeq int64) (bool, error) 
 		if err := core.CheckTransition(id, j.State, core.JobQueued); err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, `UPDATE jobs SET state = ? WHERE id = ? AND state = ? AND wait_seq = ?`,
-			string(core.JobQueued), id, string(j.State), waitSeq)
+		res, err := tx.ExecContext(ctx, `UPDATE jobs SET state = ?, queued_at = ? WHERE id = ? AND state = ? AND wait_seq = ?`,
+			string(core.JobQueued), ms(now()), id, string(j.State), waitSeq)
 		if err != nil {
 			return err
 		}
