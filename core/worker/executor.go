@@ -72,9 +72,21 @@ type Store interface {
 	AddOutbox(ctx context.Context, msgs ...core.OutboxMessage) error
 }
 
+// ExecutorMeter records the executor's measurements (Prometheus in
+// production). Implementations are safe for concurrent use and return
+// quickly.
+type ExecutorMeter interface {
+	// QueueWait is how long a job waited for a worker: from becoming
+	// queued in the store (created, resumed or requeued; a retry's backoff
+	// included) to its claim committed. Jobs taken over from a worker that
+	// lost its lease are not measured.
+	QueueWait(d time.Duration)
+}
+
 // ExecutorConfig configures an Executor.
 type ExecutorConfig struct {
 	Notify      Notifier                  // optional
+	Meter       ExecutorMeter             // optional
 	MaxFailures int                       // failed runs before a job fails for good (5)
 	Backoff     func(n int) time.Duration // delay before the n-th retry (core.RetryBackoff)
 	Logger      *slog.Logger
@@ -148,6 +160,9 @@ func (x *Executor) Handle(ctx context.Context, l core.Lease) Result {
 	case err != nil:
 		log.Warn("start job failed", "err", err)
 		return Result{Action: Nack, Delay: x.cfg.Backoff(l.Failures + 1)}
+	}
+	if x.cfg.Meter != nil && !j.QueuedAt.IsZero() {
+		x.cfg.Meter.QueueWait(time.Since(j.QueuedAt))
 	}
 	log = log.With("task", j.TaskID)
 
