@@ -58,7 +58,7 @@ func (pr *pieceRun) runMovement(ctx context.Context, mv *piece.Movement, system,
 		m.defs = append(m.defs, llm.ToolDef{Name: t.Name(), Description: t.Description(), Parameters: t.Schema()})
 	}
 	m.defs = append(m.defs, transitionDef(m.next))
-	m.meter = newMeter(pr.e.cfg.ContextWindow, pr.e.tokens, m.defs)
+	m.meter = newMeter(pr.e.cfg.ContextWindow, pr.e.tokens, pr.e.defs.count(m.defs))
 	m.add(llm.Message{Role: llm.RoleSystem, Content: system})
 	m.add(llm.Message{Role: llm.RoleUser, Content: user})
 	defer pr.writeMovementLog(mv.Name, m.msgs)
