@@ -118,8 +118,7 @@ func (s *Store) Jobs(ctx context.Context, f core.JobFilter) ([]core.Job, error) 
 	}
 	q += " ORDER BY id DESC"
 	if f.Limit > 0 {
-		q += " LIMIT ?"
-		args = append(args, f.Limit)
+		q += sqlLimit(f.Limit)
 	}
 	jobs, err := s.queryJobs(ctx, q, args...)
 	if err != nil {

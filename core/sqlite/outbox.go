@@ -80,8 +80,7 @@ func (s *Store) DueOutbox(ctx context.Context, platform core.Platform, now time.
 		ORDER BY o.task_id, o.seq`
 	args := []any{string(platform), string(core.OutboxPending), ms(now), string(core.OutboxPending)}
 	if limit > 0 {
-		q += ` LIMIT ?`
-		args = append(args, limit)
+		q += sqlLimit(limit)
 	}
 	rows, err := s.reader.QueryContext(ctx, q, args...)
 	if err != nil {

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"strconv"
 	"sync"
 )
 
@@ -100,6 +101,12 @@ func (c *stmtCache) close() {
 		delete(c.stmts, q)
 	}
 }
+
+// sqlLimit is a LIMIT clause with n written out. SQLite plans a query with
+// the value bound to a LIMIT parameter and prepares the statement again
+// whenever another value is bound, which would undo the statement cache;
+// the few limits Baton uses make a few statements instead.
+func sqlLimit(n int) string { return " LIMIT " + strconv.Itoa(n) }
 
 // readDB is the reader pool, running its queries as cached statements.
 type readDB struct {

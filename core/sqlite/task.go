@@ -221,7 +221,7 @@ func (s *Store) RecentComments(ctx context.Context, taskID int64, n int) ([]core
 		return nil, nil
 	}
 	rows, err := s.reader.QueryContext(ctx, `SELECT `+commentCols+` FROM comments
-		WHERE task_id = ? ORDER BY id DESC LIMIT ?`, taskID, n)
+		WHERE task_id = ? ORDER BY id DESC`+sqlLimit(n), taskID)
 	if err != nil {
 		return nil, fmt.Errorf("recent comments of task %d: %w", taskID, err)
 	}
