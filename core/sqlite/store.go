@@ -15,10 +15,13 @@
 // on its own — a failed one is rolled back to its savepoint and reports its
 // error alone — and returns only once the transaction holding it is
 // committed, so nothing about a single write's atomicity, isolation or
-// durability changes; a commit shares its cost among the writes it holds. A write that still meets
-// SQLITE_BUSY or SQLITE_LOCKED (another process holding the lock past the
-// timeout) is retried as a whole a few times before failing with a clear
-// error.
+// durability changes; a commit shares its cost among the writes it holds.
+//
+// A write that still meets SQLITE_BUSY or SQLITE_LOCKED (another process
+// holding the lock past the timeout) is retried as a whole a few times
+// before failing with a clear error.
+//
+// Queries run as prepared statements kept per connection (see stmtCache).
 //
 // The SQL stays portable (INTEGER unix-millisecond timestamps, TEXT, NULL
 // for absent references, RETURNING) so that a PostgreSQL store can mirror
