@@ -37,8 +37,9 @@ type metrics struct {
 }
 
 var (
-	_ engine.Meter     = (*metrics)(nil)
-	_ worker.PoolMeter = (*metrics)(nil)
+	_ engine.Meter         = (*metrics)(nil)
+	_ worker.PoolMeter     = (*metrics)(nil)
+	_ worker.ExecutorMeter = (*metrics)(nil)
 )
 
 // gauges reads figures at scrape time.
@@ -63,7 +64,7 @@ func newMetrics() *metrics {
 	m.toolLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "baton_tool_seconds", Help: "Tool run time by tool.", Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}, []string{"tool"})
 	m.levels = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_context_levels_total", Help: "Context manager steps taken in movements: ladder levels (warn, prompt, force_transition, exhausted) and masked, compacted."}, []string{"level"})
 	m.movements = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "baton_movement_seconds", Help: "Movement durations by piece and movement.", Buckets: prometheus.ExponentialBuckets(0.5, 2, 12)}, []string{"piece", "movement"})
-	m.claimLatency = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "baton_claim_seconds", Help: "Latency of queue claims that returned jobs.", Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10)})
+	m.claimLatency = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "baton_claim_seconds", Help: "Time jobs waited for a worker: from being queued in the store (created, resumed or requeued; retry backoff included) to being claimed.", Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)})
 	m.jobDurations = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "baton_job_run_seconds", Help: "Job runs by how their lease was settled (ack, nack, park, requeue, drop).", Buckets: prometheus.ExponentialBuckets(0.01, 4, 10)}, []string{"action"})
 	m.tokenError = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "baton_token_estimate_ratio", Help: "Prompt tokens the LLM reported divided by the offline tokenizer's count of the same request, by model (1 is exact).", Buckets: []float64{0.5, 0.7, 0.8, 0.9, 0.95, 1, 1.05, 1.1, 1.2, 1.3, 1.5, 2}}, []string{"model"})
 	m.tokenFactor = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "baton_token_correction_factor", Help: "Correction factor applied to the offline tokenizer's counts, learned per model."}, []string{"model"})
@@ -120,7 +121,7 @@ func (m *metrics) Movement(piece, movement string, took time.Duration) {
 	m.movements.WithLabelValues(piece, movement).Observe(took.Seconds())
 }
 
-func (m *metrics) Claimed(n int, took time.Duration) { m.claimLatency.Observe(took.Seconds()) }
+func (m *metrics) QueueWait(d time.Duration) { m.claimLatency.Observe(d.Seconds()) }
 
 func (m *metrics) Settled(action string, took time.Duration) {
 	m.jobDurations.WithLabelValues(action).Observe(took.Seconds())

@@ -197,7 +197,7 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger, opts systemOpt
 	}
 
 	sys.dispatch = worker.Dispatch{Store: sys.store, Queue: sys.queue}
-	exec := worker.NewExecutor(sys.store, sys.queue, sys.engine, worker.ExecutorConfig{MaxFailures: cfg.Queue.MaxFailures, Notify: notifier, Logger: log})
+	exec := worker.NewExecutor(sys.store, sys.queue, sys.engine, worker.ExecutorConfig{MaxFailures: cfg.Queue.MaxFailures, Notify: notifier, Meter: sys.metrics, Logger: log})
 	sys.pool = worker.NewPool(sys.queue, exec, worker.PoolConfig{
 		Concurrency: cfg.Workers.Concurrency, Lease: cfg.Queue.Lease, Heartbeat: cfg.Queue.Heartbeat,
 		ShutdownGrace: cfg.Workers.ShutdownGrace, MaxFailures: cfg.Queue.MaxFailures,

@@ -96,8 +96,12 @@ type Job struct {
 	PromptTokens     int64
 	CompletionTokens int64
 	CreatedAt        time.Time
-	StartedAt        time.Time // zero: never started
-	FinishedAt       time.Time // zero: not terminal
+	// QueuedAt is when the job last became queued in the store: created,
+	// resumed or requeued. Zero when unknown: a job taken over from a
+	// worker that lost its lease (the queue requeued it, not the store).
+	QueuedAt   time.Time
+	StartedAt  time.Time // zero: never started
+	FinishedAt time.Time // zero: not terminal
 }
 
 // JobEvent is one entry of a job's history.

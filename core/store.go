@@ -60,6 +60,9 @@ type Progress struct {
 	Lessons          string
 	PromptTokens     int64
 	CompletionTokens int64
+	// Events are appended to the job's history in the same transaction
+	// (their JobID is the job's).
+	Events []JobEvent
 }
 
 // Finish describes how a running attempt ends.
@@ -108,8 +111,10 @@ type JobStore interface {
 	// lost its lease: the takeover counts a failure. It fails with ErrStale
 	// when the job already ran under attempt or a newer one, and with a
 	// *TransitionError when the job is not queued or running (terminal or
-	// waiting).
-	StartJob(ctx context.Context, id, attempt int64) (Job, error)
+	// waiting). The outbox messages notes (the claim's notices) are written
+	// in the same transaction, under attempt, for the job's task and job
+	// when they name none.
+	StartJob(ctx context.Context, id, attempt int64, notes ...OutboxMessage) (Job, error)
 	// SaveProgress records a running attempt's progress (fenced).
 	SaveProgress(ctx context.Context, id, attempt int64, p Progress) error
 	// FinishJob ends a running attempt as f says (fenced), writing f's
@@ -160,8 +165,51 @@ type OutboxStore interface {
 	StatusMessage(ctx context.Context, jobID int64) (string, error)
 }
 
-// InboundStore keeps dedup keys of inbound events.
+// Inbound is what one inbound message writes, all in one transaction
+// (InboundStore.Ingest).
+type Inbound struct {
+	// Keys are the message's dedup keys (its event id, its message id),
+	// recorded at At. When one of them was seen before the message is a
+	// duplicate: the new keys are recorded and nothing else is written.
+	Keys []string
+	At   time.Time
+	// Task is the thread's task, found by Task.Thread or else created from
+	// Task as TaskStore.EnsureTask does.
+	Task Task
+	// History holds the thread's earlier messages, stored before Comment
+	// when the task is created here (and ignored otherwise); those already
+	// stored, by PlatformMsgID, are skipped.
+	History []Comment
+	// Comment is the message; its TaskID is the task's. When the task
+	// already has a comment with its PlatformMsgID the message is a
+	// duplicate.
+	Comment Comment
+	// Job, when not nil, is created queued for the task (its TaskID is the
+	// task's) unless the task already has an active job.
+	Job *Job
+}
+
+// Ingested is what Ingest did.
+type Ingested struct {
+	Duplicate   bool // seen before: only new keys were recorded
+	Task        Task
+	TaskCreated bool
+	Comment     Comment
+	// Active is the task's active job when it had one; then no job was
+	// created. Zero otherwise.
+	Active Job
+	// Job is the job created; zero when none was.
+	Job Job
+}
+
+// InboundStore keeps dedup keys of inbound events and stores inbound
+// messages.
 type InboundStore interface {
+	// Ingest makes the writes of one inbound message in one transaction:
+	// its dedup keys, its thread's task, its comment and, when the task has
+	// no active job, in.Job (see Inbound). Nothing is written in part. The
+	// caller enqueues the job created.
+	Ingest(ctx context.Context, in Inbound) (Ingested, error)
 	// SeenInbound records key and reports whether it was new.
 	SeenInbound(ctx context.Context, key string, at time.Time) (first bool, err error)
 	// PruneInbound deletes keys seen before t and returns how many.

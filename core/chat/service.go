@@ -93,83 +93,135 @@ func (s *Service) say(key string, pairs ...string) string { return say(s.cfg.Loc
 // question, steers the running job, or starts a new job. `!` commands are
 // run instead of stored. The Reply, when not empty, is for the author
 // alone (a refusal, a command's answer).
+//
+// A message's dedup keys, its thread's task, its comment and the job it
+// starts are written in one transaction (core.InboundStore.Ingest), so a
+// message is either taken whole or not at all and a redelivery finds it
+// taken. A message with attachments records its keys first and stores its
+// comment once the files are saved in the task's workspace, so that a
+// redelivery downloads nothing twice.
 func (s *Service) HandleMessage(ctx context.Context, m Message) (Reply, error) {
-	platform := string(m.Thread.Platform)
-	if m.EventID != "" {
-		first, err := s.store.SeenInbound(ctx, "event:"+platform+":"+m.EventID, s.cfg.Now())
-		if err != nil || !first {
-			return Reply{}, err
-		}
-	}
-	if m.MsgID != "" {
-		// Platforms deliver one message under several events (Slack's
-		// app_mention and message): the message id is the sure key.
-		first, err := s.store.SeenInbound(ctx, "msg:"+platform+":"+m.Thread.Channel+":"+m.MsgID, s.cfg.Now())
-		if err != nil || !first {
-			return Reply{}, err
-		}
-	}
+	keys := inboundKeys(m)
 	text := s.clean(m.Text)
 	task, err := s.store.TaskByThread(ctx, m.Thread)
-	switch {
-	case errors.Is(err, core.ErrNotFound):
-		if !m.Addressed {
-			return Reply{}, nil // a thread Baton is not part of
-		}
-		if !s.allowed(m.Author, m.Channel) {
-			return Reply{Text: s.say("not_allowed")}, nil
-		}
-		if name, _, ok := command(text); ok && name != "piece" {
-			return s.runCommand(ctx, core.Task{}, m, text)
-		}
-		if task, err = s.openTask(ctx, m, text); err != nil {
-			return Reply{}, err
-		}
-	case err != nil:
-		return Reply{}, err
-	default:
-		if !s.allowed(m.Author, m.Channel) {
-			return Reply{Text: s.say("not_allowed")}, nil
-		}
-	}
-	if name, _, ok := command(text); ok && name != "piece" {
-		return s.runCommand(ctx, task, m, text)
-	}
-
-	active, err := s.store.ActiveJob(ctx, task.ID)
+	found := err == nil
 	if err != nil && !errors.Is(err, core.ErrNotFound) {
 		return Reply{}, err
 	}
-	hasActive := err == nil
-	if hasActive && active.State == core.JobWaitingHuman && !s.mayAnswer(task, m.Author) {
-		return Reply{Text: s.say("not_allowed_answer")}, nil
+	if !found && !m.Addressed {
+		return Reply{}, nil // a thread Baton is not part of
 	}
-	_, err = s.store.AddComment(ctx, core.Comment{
-		TaskID: task.ID, PlatformMsgID: m.MsgID, AuthorID: m.Author.ID, AuthorName: m.Author.Name,
-		Role: core.RoleUser, Text: text, Files: s.saveFiles(ctx, task, m), CreatedAt: s.at(m),
-	})
-	if errors.Is(err, core.ErrDuplicate) {
-		return Reply{}, nil
+	if !s.allowed(m.Author, m.Channel) {
+		return s.once(ctx, keys, Reply{Text: s.say("not_allowed")})
 	}
-	if err != nil {
+	if name, _, ok := command(text); ok && name != "piece" {
+		if first, err := s.seen(ctx, keys); err != nil || !first {
+			return Reply{}, err
+		}
+		return s.runCommand(ctx, task, m, text) // task is zero in a new thread
+	}
+	if found {
+		active, err := s.store.ActiveJob(ctx, task.ID)
+		if err != nil && !errors.Is(err, core.ErrNotFound) {
+			return Reply{}, err
+		}
+		if err == nil && active.State == core.JobWaitingHuman && !s.mayAnswer(task, m.Author) {
+			return s.once(ctx, keys, Reply{Text: s.say("not_allowed_answer")})
+		}
+	}
+	job, refusal := s.newJob(m, text)
+	in := core.Inbound{
+		Keys: keys, At: s.cfg.Now(),
+		Task: core.Task{Thread: m.Thread, OwnerUser: m.Author.ID, Title: chattext.Title(text, 80)},
+		Comment: core.Comment{
+			PlatformMsgID: m.MsgID, AuthorID: m.Author.ID, AuthorName: m.Author.Name,
+			Role: core.RoleUser, Text: text, CreatedAt: s.at(m),
+		},
+		Job: job,
+	}
+	switch {
+	case len(m.Files) > 0:
+		if first, err := s.seen(ctx, keys); err != nil || !first {
+			return Reply{}, err
+		}
+		in.Keys = nil
+		if !found {
+			if task, err = s.openTask(ctx, m, text); err != nil {
+				return Reply{}, err
+			}
+		}
+		in.Comment.Files = s.saveFiles(ctx, task, m)
+	case !found && m.History != nil:
+		in.History = s.history(ctx, m)
+	}
+	res, err := s.store.Ingest(ctx, in)
+	if err != nil || res.Duplicate {
 		return Reply{}, err
 	}
-
 	switch {
-	case hasActive && active.State == core.JobWaitingHuman:
+	case res.Job.ID != 0:
+		if err := s.dispatch.Queue.Enqueue(ctx, res.Job.ID); err != nil {
+			return Reply{}, fmt.Errorf("enqueue job %d: %w", res.Job.ID, err)
+		}
+	case res.Active.State == core.JobWaitingHuman:
 		// The answer: the asking movement starts again with it among the
 		// last comments. A second reply finds the job resumed already and
 		// stays a comment.
-		if _, err := s.dispatch.Resume(ctx, active.ID, active.WaitSeq); err != nil {
+		if !s.mayAnswer(res.Task, m.Author) {
+			return Reply{}, nil // it began to wait after the check above
+		}
+		if _, err := s.dispatch.Resume(ctx, res.Active.ID, res.Active.WaitSeq); err != nil {
 			return Reply{}, err
 		}
-		return Reply{}, nil
-	case hasActive:
-		// Running: the engine hands the comment to the agent before its
-		// next request. Queued or waiting for subtasks: it is among the
-		// last comments when the job runs.
-		return Reply{}, nil
+	case res.Active.ID == 0:
+		return refusal, nil // a `!piece` that named no piece, or no text
 	}
+	// Otherwise running: the engine hands the comment to the agent before
+	// its next request. Queued or waiting for subtasks: it is among the
+	// last comments when the job runs.
+	return Reply{}, nil
+}
+
+// inboundKeys are a message's dedup keys. Platforms deliver one message
+// under several events (Slack's app_mention and message): the message id
+// is the sure key.
+func inboundKeys(m Message) []string {
+	platform := string(m.Thread.Platform)
+	var keys []string
+	if m.EventID != "" {
+		keys = append(keys, "event:"+platform+":"+m.EventID)
+	}
+	if m.MsgID != "" {
+		keys = append(keys, "msg:"+platform+":"+m.Thread.Channel+":"+m.MsgID)
+	}
+	return keys
+}
+
+// seen records keys and reports whether the message is new: false when one
+// of them was seen before.
+func (s *Service) seen(ctx context.Context, keys []string) (bool, error) {
+	for _, k := range keys {
+		first, err := s.store.SeenInbound(ctx, k, s.cfg.Now())
+		if err != nil || !first {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// once returns r for a message seen for the first time, and nothing for a
+// redelivery.
+func (s *Service) once(ctx context.Context, keys []string, r Reply) (Reply, error) {
+	if first, err := s.seen(ctx, keys); err != nil || !first {
+		return Reply{}, err
+	}
+	return r, nil
+}
+
+// newJob returns the job a message starts in a task with no active job,
+// or nil and the author's answer when a `!piece` names no known piece or
+// gives no text.
+func (s *Service) newJob(m Message, text string) (*core.Job, Reply) {
 	pieceName, instruction := s.cfg.DefaultPiece, text
 	if instruction == "" {
 		// Only a mention, or only files: say so rather than send nothing.
@@ -178,17 +230,14 @@ func (s *Service) HandleMessage(ctx context.Context, m Message) (Reply, error) {
 	if name, args, ok := command(text); ok && name == "piece" {
 		p, rest, _ := strings.Cut(strings.TrimSpace(args), " ")
 		if !s.pieceExists(p) {
-			return Reply{Text: s.say("unknown_piece", "piece", p, "pieces", strings.Join(s.cfg.Pieces.Names(), ", "))}, nil
+			return nil, Reply{Text: s.say("unknown_piece", "piece", p, "pieces", strings.Join(s.cfg.Pieces.Names(), ", "))}
 		}
 		if strings.TrimSpace(rest) == "" {
-			return Reply{Text: s.say("piece_needs_text", "piece", p)}, nil
+			return nil, Reply{Text: s.say("piece_needs_text", "piece", p)}
 		}
 		pieceName, instruction = p, strings.TrimSpace(rest)
 	}
-	if _, err := s.dispatch.Create(ctx, core.Job{TaskID: task.ID, Piece: pieceName, Instruction: instruction, TriggerMsgID: m.MsgID}); err != nil {
-		return Reply{}, err
-	}
-	return Reply{}, nil
+	return &core.Job{Piece: pieceName, Instruction: instruction, TriggerMsgID: m.MsgID}, Reply{}
 }
 
 // openTask creates the task of a thread the bot was addressed in, with the
@@ -198,11 +247,25 @@ func (s *Service) openTask(ctx context.Context, m Message, text string) (core.Ta
 	if err != nil || !created || m.History == nil {
 		return task, err
 	}
+	for _, c := range s.history(ctx, m) {
+		c.TaskID = task.ID
+		_, err := s.store.AddComment(ctx, c)
+		if err != nil && !errors.Is(err, core.ErrDuplicate) {
+			return task, err
+		}
+	}
+	return task, nil
+}
+
+// history fetches the thread's messages before m, as comments; nil when
+// the adapter cannot fetch them (logged).
+func (s *Service) history(ctx context.Context, m Message) []core.Comment {
 	earlier, err := m.History(ctx)
 	if err != nil {
-		s.log.Warn("fetching the thread's earlier messages failed", "task", task.ID, "err", err)
-		return task, nil
+		s.log.Warn("fetching the thread's earlier messages failed", "thread", m.Thread.Thread, "err", err)
+		return nil
 	}
+	var out []core.Comment
 	for _, h := range earlier {
 		if h.MsgID == m.MsgID {
 			continue
@@ -211,13 +274,10 @@ func (s *Service) openTask(ctx context.Context, m Message, text string) (core.Ta
 		if h.Author.Bot {
 			role = core.RoleBot
 		}
-		_, err := s.store.AddComment(ctx, core.Comment{TaskID: task.ID, PlatformMsgID: h.MsgID, AuthorID: h.Author.ID,
+		out = append(out, core.Comment{PlatformMsgID: h.MsgID, AuthorID: h.Author.ID,
 			AuthorName: h.Author.Name, Role: role, Text: s.clean(h.Text), CreatedAt: s.at(h)})
-		if err != nil && !errors.Is(err, core.ErrDuplicate) {
-			return task, err
-		}
 	}
-	return task, nil
+	return out
 }
 
 // clean makes inbound text safe to store: valid UTF-8, no control

@@ -26,7 +26,7 @@ func BenchmarkTurnOverhead(b *testing.B) {
 		b.Fatal(err)
 	}
 	defs := []llm.ToolDef{transitionDef([]string{"COMPLETE", "ASK", "ABORT"})}
-	m := newMeter(1_000_000, counter, defs)
+	m := newMeter(1_000_000, counter, newDefCounts(counter).count(defs))
 	var msgs []llm.Message
 	add := func(msg llm.Message) {
 		msgs = append(msgs, msg)

@@ -207,6 +207,7 @@ type Engine struct {
 	pieces  Pieces
 	toolbox Toolbox
 	tokens  tokens.Counter
+	defs    *defCounts
 	cfg     Config
 	text    *texts
 	corr    corrections // tokenizer correction per model
@@ -221,7 +222,7 @@ func New(model Model, store Store, pieces Pieces, toolbox Toolbox, counter token
 	if err != nil {
 		return nil, err
 	}
-	return &Engine{model: model, store: store, pieces: pieces, toolbox: toolbox, tokens: counter, cfg: cfg, text: tx}, nil
+	return &Engine{model: model, store: store, pieces: pieces, toolbox: toolbox, tokens: counter, defs: newDefCounts(counter), cfg: cfg, text: tx}, nil
 }
 
 // Run runs the job of r from its current movement to an outcome: COMPLETE,

@@ -63,7 +63,7 @@ func (pr *pieceRun) runMovement(ctx context.Context, mv *piece.Movement, system,
 		m.defs = append(m.defs, llm.ToolDef{Name: t.Name(), Description: t.Description(), Parameters: t.Schema()})
 	}
 	m.defs = append(m.defs, transitionDef(m.next))
-	m.meter = newMeter(pr.e.cfg.ContextWindow, pr.e.tokens, m.defs)
+	m.meter = newMeter(pr.e.cfg.ContextWindow, pr.e.tokens, pr.e.defs.count(m.defs))
 	m.meter.corr = pr.e.corr.forModel(m.model())
 	m.meter.factor = m.meter.corr.current()
 	m.add(llm.Message{Role: llm.RoleSystem, Content: system})

@@ -56,12 +56,50 @@ type meter struct {
 	fired     [levelExhausted + 1]bool
 }
 
-func newMeter(window int, counter tokens.Counter, defs []llm.ToolDef) *meter {
-	m := &meter{window: window, counter: counter, factor: 1}
+// newMeter returns the meter of a movement whose tool definitions take
+// toolDefs tokens.
+func newMeter(window int, counter tokens.Counter, toolDefs int) *meter {
+	return &meter{window: window, counter: counter, toolDefs: toolDefs, factor: 1}
+}
+
+// maxDefCounts bounds the tool definitions whose counts are remembered.
+const maxDefCounts = 1024
+
+// defCounts remembers the tokens of each tool definition: the same
+// definitions go with every movement of every job, and their JSON schemas
+// are long pieces that the tokenizer's own memo does not keep. Safe for
+// concurrent use.
+type defCounts struct {
+	counter tokens.Counter
+
+	mu     sync.Mutex
+	counts map[string]int // guarded by mu; keyed on name, description and parameters
+}
+
+func newDefCounts(counter tokens.Counter) *defCounts {
+	return &defCounts{counter: counter, counts: map[string]int{}}
+}
+
+// count returns the tokens of defs.
+func (c *defCounts) count(defs []llm.ToolDef) int {
+	n := 0
 	for _, d := range defs {
-		m.toolDefs += counter.Count(d.Name) + counter.Count(d.Description) + counter.Count(string(d.Parameters))
+		key := d.Name + "\x00" + d.Description + "\x00" + string(d.Parameters)
+		c.mu.Lock()
+		k, ok := c.counts[key]
+		c.mu.Unlock()
+		if !ok {
+			k = c.counter.Count(d.Name) + c.counter.Count(d.Description) + c.counter.Count(string(d.Parameters))
+			c.mu.Lock()
+			if len(c.counts) >= maxDefCounts {
+				clear(c.counts)
+			}
+			c.counts[key] = k
+			c.mu.Unlock()
+		}
+		n += k
 	}
-	return m
+	return n
 }
 
 // count returns the tokens of one message.

@@ -26,7 +26,7 @@ func TestCorrectionLearnsTheProvidersCount(t *testing.T) {
 		t.Errorf("factor from a wild report = %v, want the bound %v", f, maxFactor)
 	}
 
-	m := newMeter(100000, tokens.Default(), nil)
+	m := newMeter(100000, tokens.Default(), 0)
 	m.corr = &c
 	text := "alpha beta gamma delta epsilon zeta eta theta iota kappa "
 	for range 100 {
@@ -46,5 +46,25 @@ func TestCorrectionLearnsTheProvidersCount(t *testing.T) {
 	m.replaced(len(m.counts)-1, llm.Message{Role: llm.RoleTool})
 	if got := m.used(); got > before+m.scale(messageOverhead) || got < before {
 		t.Errorf("after replacing the message: %d, want about %d", got, before)
+	}
+}
+
+// TestDefCounts counts tool definitions as the tokenizer does, from memory
+// the second time.
+func TestDefCounts(t *testing.T) {
+	counter := tokens.Default()
+	defs := []llm.ToolDef{transitionDef([]string{"COMPLETE", "ASK"}), transitionDef([]string{"COMPLETE", "ABORT", "review"})}
+	want := 0
+	for _, d := range defs {
+		want += counter.Count(d.Name) + counter.Count(d.Description) + counter.Count(string(d.Parameters))
+	}
+	c := newDefCounts(counter)
+	for round := range 2 {
+		if got := c.count(defs); got != want || want == 0 {
+			t.Errorf("round %d: count = %d, want %d", round, got, want)
+		}
+	}
+	if len(c.counts) != 2 {
+		t.Errorf("%d definitions remembered, want 2", len(c.counts))
 	}
 }

@@ -111,18 +111,25 @@ func (pr *pieceRun) run(ctx context.Context) (core.Finish, error) {
 	if err != nil {
 		return core.Finish{}, err
 	}
+	// Events recorded with the next save of the progress, in its
+	// transaction: a movement's end with the next one's start, or with the
+	// job's last save.
+	var pending []core.JobEvent
 	for {
 		if j.MovementCount >= pr.piece.MaxMovements {
+			pr.flush(ctx, pending)
 			return core.Finish{}, &failure{reason: fmt.Sprintf(e.text.msg("budget_movements"), pr.piece.MaxMovements)}
 		}
 		mv, _ := pr.piece.Movement(name)
 		pr.mu.Lock()
 		pr.movement, pr.iteration, pr.level, pr.compactions = name, 0, levelNone, 0
 		pr.mu.Unlock()
-		if err := pr.save(ctx, name); err != nil {
+		started := jobEvent("movement_started", name, fmt.Sprintf("%d/%d", j.MovementCount+1, pr.piece.MaxMovements))
+		if err := pr.save(ctx, name, append(pending, started)...); err != nil {
+			pr.flush(ctx, pending)
 			return core.Finish{}, err
 		}
-		_ = pr.event(ctx, "movement_started", name, fmt.Sprintf("%d/%d", j.MovementCount+1, pr.piece.MaxMovements))
+		pending = nil
 		pr.observe(ctx)
 
 		system, user, err := pr.prompts(ctx, mv, enriched, resumedFromSubtasks)
@@ -132,20 +139,20 @@ func (pr *pieceRun) run(ctx context.Context) (core.Finish, error) {
 		resumedFromSubtasks = false
 		pr.state.Git = ""
 
-		started := time.Now()
+		begun := time.Now()
 		out, err := pr.runMovement(ctx, mv, system, user)
 		if err != nil {
 			return core.Finish{}, err
 		}
 		if e.cfg.Meter != nil {
-			e.cfg.Meter.Movement(pr.piece.Name, name, time.Since(started))
+			e.cfg.Meter.Movement(pr.piece.Name, name, time.Since(begun))
 		}
 		j.MovementCount++
 		detail := out.Next
 		if out.Forced != "" {
 			detail += " (" + out.Forced + ")"
 		}
-		_ = pr.event(ctx, "movement_finished", name, detail)
+		pending = append(pending, jobEvent("movement_finished", name, detail))
 
 		pr.recordLesson(name, out)
 		pr.state.Handover = ""
@@ -165,22 +172,26 @@ func (pr *pieceRun) run(ctx context.Context) (core.Finish, error) {
 
 		switch out.Next {
 		case piece.Complete:
-			if err := pr.save(ctx, name); err != nil {
+			if err := pr.save(ctx, name, pending...); err != nil {
+				pr.flush(ctx, pending)
 				return core.Finish{}, err
 			}
 			return core.Finish{To: core.JobSucceeded, ResultSummary: out.Summary, Comments: pr.botComment(out.Summary)}, nil
 		case piece.Ask:
-			if err := pr.save(ctx, name); err != nil {
+			if err := pr.save(ctx, name, pending...); err != nil {
+				pr.flush(ctx, pending)
 				return core.Finish{}, err
 			}
 			return core.Finish{To: core.JobWaitingHuman, Question: out.Question, ResumeMovement: name, ResultSummary: out.Summary, Comments: pr.botComment(out.Question)}, nil
 		case piece.Abort:
-			if err := pr.save(ctx, name); err != nil {
+			if err := pr.save(ctx, name, pending...); err != nil {
+				pr.flush(ctx, pending)
 				return core.Finish{}, err
 			}
 			return core.Finish{To: core.JobFailed, Error: out.Summary, ResultSummary: out.Summary}, nil
 		case piece.WaitSubtasks:
-			if err := pr.save(ctx, name); err != nil {
+			if err := pr.save(ctx, name, pending...); err != nil {
+				pr.flush(ctx, pending)
 				return core.Finish{}, err
 			}
 			children, err := pr.children(ctx, out.Subtasks)
@@ -324,13 +335,14 @@ func (pr *pieceRun) feedbackSection(movement string) string {
 }
 
 // save persists the job's progress: the movement running or last run, the
-// movements counted, the carried state and the tokens used.
-func (pr *pieceRun) save(ctx context.Context, movement string) error {
+// movements counted, the carried state and the tokens used, with events in
+// the same transaction.
+func (pr *pieceRun) save(ctx context.Context, movement string, events ...core.JobEvent) error {
 	state, _ := json.Marshal(pr.state)
 	pr.mu.Lock()
 	p := core.Progress{
 		Movement: movement, MovementCount: pr.job.MovementCount, Iteration: pr.iteration, Lessons: string(state),
-		PromptTokens: pr.promptTokens, CompletionTokens: pr.completionTokens,
+		PromptTokens: pr.promptTokens, CompletionTokens: pr.completionTokens, Events: events,
 	}
 	pr.mu.Unlock()
 	return pr.r.Save(ctx, p)
@@ -373,6 +385,19 @@ func (pr *pieceRun) addUsage(ctx context.Context, movement string, u llm.Usage, 
 		return &failure{reason: fmt.Sprintf(pr.e.text.msg("budget_tokens"), total, max)}
 	}
 	return nil
+}
+
+// jobEvent is an event of the job, now.
+func jobEvent(kind, movement, detail string) core.JobEvent {
+	return core.JobEvent{At: time.Now(), Kind: kind, Movement: movement, Detail: detail}
+}
+
+// flush records events that found no save to go with, logging rather
+// than failing on error.
+func (pr *pieceRun) flush(ctx context.Context, events []core.JobEvent) {
+	for _, e := range events {
+		_ = pr.event(ctx, e.Kind, e.Movement, e.Detail)
+	}
 }
 
 // event records a job event, logging rather than failing on error.

@@ -12,22 +12,23 @@ import (
 const jobCols = `id, task_id, COALESCE(parent_job_id, 0), COALESCE(retry_of, 0), piece, instruction, state,
 	movement, resume_movement, movement_count, iteration, attempt, failures, question, wait_seq, lessons,
 	result_summary, error, abort_requested_at, aborted_by, prompt_tokens, completion_tokens,
-	created_at, started_at, finished_at, trigger_msg_id`
+	created_at, started_at, finished_at, trigger_msg_id, queued_at`
 
 func scanJob(r scanner) (core.Job, error) {
 	var j core.Job
 	var state string
-	var abortAt, created, started, finished int64
+	var abortAt, created, started, finished, queued int64
 	err := r.Scan(&j.ID, &j.TaskID, &j.ParentJobID, &j.RetryOf, &j.Piece, &j.Instruction, &state,
 		&j.Movement, &j.ResumeMovement, &j.MovementCount, &j.Iteration, &j.Attempt, &j.Failures, &j.Question,
 		&j.WaitSeq, &j.Lessons, &j.ResultSummary, &j.Error, &abortAt, &j.AbortedBy, &j.PromptTokens,
-		&j.CompletionTokens, &created, &started, &finished, &j.TriggerMsgID)
+		&j.CompletionTokens, &created, &started, &finished, &j.TriggerMsgID, &queued)
 	if err != nil {
 		return core.Job{}, notFound(err)
 	}
 	j.State = core.JobState(state)
 	j.AbortRequestedAt = fromMS(abortAt)
 	j.CreatedAt, j.StartedAt, j.FinishedAt = fromMS(created), fromMS(started), fromMS(finished)
+	j.QueuedAt = fromMS(queued)
 	return j, nil
 }
 
@@ -49,15 +50,16 @@ func addEvent(ctx context.Context, q querier, e core.JobEvent) (int64, error) {
 // failures, wait, result, abort, timestamps) start afresh; the rest (piece,
 // instruction, movement, lessons, counters) is kept, so that a retry can
 // start at the failed movement with the old lessons.
-func insertJob(ctx context.Context, tx *sql.Tx, j core.Job) (core.Job, error) {
+func insertJob(ctx context.Context, tx *txn, j core.Job) (core.Job, error) {
 	var id int64
+	at := ms(now())
 	err := tx.QueryRowContext(ctx, `INSERT INTO jobs (task_id, parent_job_id, retry_of, piece, instruction, state,
 		movement, resume_movement, movement_count, iteration, lessons, prompt_tokens, completion_tokens, created_at,
-		trigger_msg_id)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+		trigger_msg_id, queued_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
 		j.TaskID, nullID(j.ParentJobID), nullID(j.RetryOf), j.Piece, j.Instruction, string(core.JobQueued),
 		j.Movement, j.ResumeMovement, j.MovementCount, j.Iteration, j.Lessons, j.PromptTokens, j.CompletionTokens,
-		ms(now()), j.TriggerMsgID).Scan(&id)
+		at, j.TriggerMsgID, at).Scan(&id)
 	if err != nil {
 		return core.Job{}, constraint(err)
 	}
@@ -72,7 +74,7 @@ func insertJob(ctx context.Context, tx *sql.Tx, j core.Job) (core.Job, error) {
 // retried job is an error wrapping core.ErrNotFound.
 func (s *Store) CreateJob(ctx context.Context, j core.Job) (core.Job, error) {
 	var out core.Job
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *txn) error {
 		var err error
 		out, err = insertJob(ctx, tx, j)
 		return err
@@ -116,8 +118,7 @@ func (s *Store) Jobs(ctx context.Context, f core.JobFilter) ([]core.Job, error) 
 	}
 	q += " ORDER BY id DESC"
 	if f.Limit > 0 {
-		q += " LIMIT ?"
-		args = append(args, f.Limit)
+		q += sqlLimit(f.Limit)
 	}
 	jobs, err := s.queryJobs(ctx, q, args...)
 	if err != nil {
@@ -143,13 +144,17 @@ func (s *Store) queryJobs(ctx context.Context, q string, args ...any) ([]core.Jo
 	return out, rows.Err()
 }
 
+func activeJob(ctx context.Context, q querier, taskID int64) (core.Job, error) {
+	return scanJob(q.QueryRowContext(ctx, `SELECT `+jobCols+` FROM jobs
+		WHERE task_id = ? AND state IN (?, ?, ?, ?) ORDER BY id DESC LIMIT 1`,
+		taskID, string(core.JobQueued), string(core.JobRunning), string(core.JobWaitingHuman), string(core.JobWaitingSubtasks)))
+}
+
 // ActiveJob returns the task's newest job in an active state (queued,
 // running, waiting_human, waiting_subtasks), or an error wrapping
 // core.ErrNotFound.
 func (s *Store) ActiveJob(ctx context.Context, taskID int64) (core.Job, error) {
-	j, err := scanJob(s.reader.QueryRowContext(ctx, `SELECT `+jobCols+` FROM jobs
-		WHERE task_id = ? AND state IN (?, ?, ?, ?) ORDER BY id DESC LIMIT 1`,
-		taskID, string(core.JobQueued), string(core.JobRunning), string(core.JobWaitingHuman), string(core.JobWaitingSubtasks)))
+	j, err := activeJob(ctx, s.reader, taskID)
 	if err != nil {
 		return core.Job{}, fmt.Errorf("active job of task %d: %w", taskID, err)
 	}
@@ -162,9 +167,10 @@ func (s *Store) ActiveJob(ctx context.Context, taskID int64) (core.Job, error) {
 // lost its lease and is taken over (a failure counted, events "lease_lost"
 // and "claimed"). An attempt not above the job's is refused with
 // core.ErrStale; a waiting or terminal job with a *core.TransitionError.
-func (s *Store) StartJob(ctx context.Context, id, attempt int64) (core.Job, error) {
+// notes are stored as outbox messages in the same transaction.
+func (s *Store) StartJob(ctx context.Context, id, attempt int64, notes ...core.OutboxMessage) (core.Job, error) {
 	var out core.Job
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *txn) error {
 		j, err := jobByID(ctx, tx, id)
 		if err != nil {
 			return err
@@ -188,10 +194,13 @@ func (s *Store) StartJob(ctx context.Context, id, attempt int64) (core.Job, erro
 				return err
 			}
 		}
+		// A takeover was requeued by the queue, not the store: when it
+		// became ready again is unknown.
 		res, err := tx.ExecContext(ctx, `UPDATE jobs SET state = ?, attempt = ?, failures = failures + ?,
-			started_at = CASE WHEN started_at = 0 THEN ? ELSE started_at END
+			started_at = CASE WHEN started_at = 0 THEN ? ELSE started_at END,
+			queued_at = CASE WHEN ? = 1 THEN 0 ELSE queued_at END
 			WHERE id = ? AND attempt = ? AND state = ?`,
-			string(core.JobRunning), attempt, failures, at, id, j.Attempt, string(j.State))
+			string(core.JobRunning), attempt, failures, at, failures, id, j.Attempt, string(j.State))
 		if err != nil {
 			return err
 		}
@@ -201,6 +210,18 @@ func (s *Store) StartJob(ctx context.Context, id, attempt int64) (core.Job, erro
 		if _, err := addEvent(ctx, tx, core.JobEvent{JobID: id, Kind: core.EventClaimed, Movement: j.Movement,
 			Detail: fmt.Sprintf("attempt %d", attempt)}); err != nil {
 			return err
+		}
+		for i, m := range notes {
+			if m.TaskID == 0 {
+				m.TaskID = j.TaskID
+			}
+			if m.JobID == 0 {
+				m.JobID = id
+			}
+			m.Attempt = attempt
+			if _, err := insertOutbox(ctx, tx, m); err != nil {
+				return fmt.Errorf("outbox message %d: %w", i, err)
+			}
 		}
 		out, err = jobByID(ctx, tx, id)
 		return err
@@ -226,7 +247,7 @@ func oneRow(res sql.Result) error {
 
 // fence reads job id inside tx and checks that it is running under
 // attempt: ErrNotFound when there is no such job, ErrStale otherwise.
-func fence(ctx context.Context, tx *sql.Tx, id, attempt int64) (core.Job, error) {
+func fence(ctx context.Context, tx *txn, id, attempt int64) (core.Job, error) {
 	j, err := jobByID(ctx, tx, id)
 	if err != nil {
 		return core.Job{}, err
@@ -237,11 +258,12 @@ func fence(ctx context.Context, tx *sql.Tx, id, attempt int64) (core.Job, error)
 	return j, nil
 }
 
-// SaveProgress records a running attempt's progress (fenced): an error
-// wrapping core.ErrStale when the job is not running under attempt, and
-// core.ErrNotFound when there is no such job.
+// SaveProgress records a running attempt's progress (fenced), with
+// p.Events in the same transaction: an error wrapping core.ErrStale when
+// the job is not running under attempt, and core.ErrNotFound when there is
+// no such job.
 func (s *Store) SaveProgress(ctx context.Context, id, attempt int64, p core.Progress) error {
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *txn) error {
 		if _, err := fence(ctx, tx, id, attempt); err != nil {
 			return err
 		}
@@ -253,7 +275,16 @@ func (s *Store) SaveProgress(ctx context.Context, id, attempt int64, p core.Prog
 		if err != nil {
 			return err
 		}
-		return oneRow(res)
+		if err := oneRow(res); err != nil {
+			return err
+		}
+		for _, e := range p.Events {
+			e.JobID = id
+			if _, err := addEvent(ctx, tx, e); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("save progress of job %d attempt %d: %w", id, attempt, err)
@@ -277,7 +308,7 @@ func (s *Store) FinishJob(ctx context.Context, id, attempt int64, f core.Finish)
 			id, attempt, f.To, core.JobWaitingSubtasks)
 	}
 	var out core.Job
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *txn) error {
 		j, err := fence(ctx, tx, id, attempt)
 		if err != nil {
 			return err
@@ -307,6 +338,8 @@ func (s *Store) FinishJob(ctx context.Context, id, attempt int64, f core.Finish)
 			args = append(args, f.Question, f.ResumeMovement)
 		case core.JobQueued:
 			kind = core.EventRequeued
+			set = append(set, "queued_at = ?")
+			args = append(args, ms(now()))
 			if f.CountFailure {
 				set = append(set, "failures = failures + 1")
 			}
@@ -369,7 +402,7 @@ func (s *Store) FinishJob(ctx context.Context, id, attempt int64, f core.Finish)
 // waiting job is refused with a *core.TransitionError.
 func (s *Store) FailJob(ctx context.Context, id int64, reason string) (core.Job, error) {
 	var out core.Job
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *txn) error {
 		j, err := jobByID(ctx, tx, id)
 		if err != nil {
 			return err
@@ -418,7 +451,7 @@ func (s *Store) FailJob(ctx context.Context, id int64, reason string) (core.Job,
 // exist is an error wrapping core.ErrNotFound.
 func (s *Store) ResumeJob(ctx context.Context, id, waitSeq int64) (bool, error) {
 	var resumed bool
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *txn) error {
 		resumed = false
 		j, err := jobByID(ctx, tx, id)
 		if err != nil {
@@ -430,8 +463,8 @@ func (s *Store) ResumeJob(ctx context.Context, id, waitSeq int64) (bool, error) 
 		if err := core.CheckTransition(id, j.State, core.JobQueued); err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, `UPDATE jobs SET state = ? WHERE id = ? AND state = ? AND wait_seq = ?`,
-			string(core.JobQueued), id, string(j.State), waitSeq)
+		res, err := tx.ExecContext(ctx, `UPDATE jobs SET state = ?, queued_at = ? WHERE id = ? AND state = ? AND wait_seq = ?`,
+			string(core.JobQueued), ms(now()), id, string(j.State), waitSeq)
 		if err != nil {
 			return err
 		}
@@ -459,7 +492,7 @@ func (s *Store) ResumeJob(ctx context.Context, id, waitSeq int64) (bool, error) 
 // not touched: aborting them is the caller's business.
 func (s *Store) RequestAbort(ctx context.Context, id int64, by string) (core.Job, error) {
 	var out core.Job
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *txn) error {
 		j, err := jobByID(ctx, tx, id)
 		if err != nil {
 			return err
@@ -510,7 +543,7 @@ func (s *Store) RequestAbort(ctx context.Context, id int64, by string) (core.Job
 // AddEvent appends e to its job's history; e.At defaults to now. A
 // missing job is an error wrapping core.ErrNotFound.
 func (s *Store) AddEvent(ctx context.Context, e core.JobEvent) error {
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *txn) error {
 		_, err := addEvent(ctx, tx, e)
 		return err
 	})

@@ -13,7 +13,7 @@ import (
 
 // ignoreTimes leaves the store-set timestamps out of a comparison; tests
 // check them on their own.
-var ignoreTimes = cmpopts.IgnoreFields(core.Job{}, "CreatedAt", "StartedAt", "FinishedAt", "AbortRequestedAt")
+var ignoreTimes = cmpopts.IgnoreFields(core.Job{}, "CreatedAt", "QueuedAt", "StartedAt", "FinishedAt", "AbortRequestedAt")
 
 func TestCreateJob(t *testing.T) {
 	s := newStore(t)
@@ -809,5 +809,111 @@ func TestJobTrigger(t *testing.T) {
 	}
 	if got := mustJob(t, s, j.ID); got.TriggerMsgID != "1700.42" {
 		t.Errorf("TriggerMsgID = %q, want 1700.42", got.TriggerMsgID)
+	}
+}
+
+// TestStartJobNotes writes the claim's notices with the claim, and none
+// when the claim is refused.
+func TestStartJobNotes(t *testing.T) {
+	s := newStore(t)
+	ctx := t.Context()
+	j := newJob(t, s)
+	note := core.OutboxMessage{Kind: core.OutboxUpdate, Payload: `{"text":"working"}`}
+	if _, err := s.StartJob(ctx, j.ID, 1, note); err != nil {
+		t.Fatal(err)
+	}
+	// A stale claim writes nothing.
+	if _, err := s.StartJob(ctx, j.ID, 1, note); !errors.Is(err, core.ErrStale) {
+		t.Fatalf("stale claim: err = %v, want ErrStale", err)
+	}
+	rows, err := s.reader.QueryContext(ctx, `SELECT `+outboxCols+` FROM outbox o WHERE o.job_id = ?`, j.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var got []core.OutboxMessage
+	for rows.Next() {
+		m, err := scanOutbox(rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, m)
+	}
+	if len(got) != 1 || got[0].TaskID != j.TaskID || got[0].Attempt != 1 || got[0].Payload != note.Payload {
+		t.Errorf("outbox after the claims = %+v; want the one note of attempt 1", got)
+	}
+}
+
+// TestSaveProgressEvents records the events given with the progress, and
+// none when the save is refused.
+func TestSaveProgressEvents(t *testing.T) {
+	s := newStore(t)
+	ctx := t.Context()
+	j := newJob(t, s)
+	if _, err := s.StartJob(ctx, j.ID, 1); err != nil {
+		t.Fatal(err)
+	}
+	p := core.Progress{Movement: "plan", Events: []core.JobEvent{
+		{Kind: "movement_finished", Movement: "intake"}, {Kind: "movement_started", Movement: "plan"},
+	}}
+	if err := s.SaveProgress(ctx, j.ID, 1, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SaveProgress(ctx, j.ID, 2, p); !errors.Is(err, core.ErrStale) {
+		t.Fatalf("stale save: err = %v, want ErrStale", err)
+	}
+	want := []string{core.EventCreated, core.EventClaimed, "movement_finished", "movement_started"}
+	if diff := cmp.Diff(want, eventKinds(t, s, j.ID)); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+}
+
+// TestQueuedAt follows when a job last became queued: created, requeued,
+// resumed; a takeover from a lost lease leaves it unknown.
+func TestQueuedAt(t *testing.T) {
+	s := newStore(t)
+	ctx := t.Context()
+	j := newJob(t, s)
+	if j.QueuedAt.IsZero() || !j.QueuedAt.Equal(j.CreatedAt) {
+		t.Errorf("created: QueuedAt = %v, CreatedAt = %v; want equal", j.QueuedAt, j.CreatedAt)
+	}
+	created := j.QueuedAt
+	time.Sleep(5 * time.Millisecond)
+	if _, err := s.StartJob(ctx, j.ID, 1); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustJob(t, s, j.ID).QueuedAt; !got.Equal(created) {
+		t.Errorf("claimed: QueuedAt = %v, want %v kept", got, created)
+	}
+	requeued, err := s.FinishJob(ctx, j.ID, 1, core.Finish{To: core.JobQueued})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !requeued.QueuedAt.After(created) {
+		t.Errorf("requeued: QueuedAt = %v, want after %v", requeued.QueuedAt, created)
+	}
+	time.Sleep(5 * time.Millisecond)
+	if _, err := s.StartJob(ctx, j.ID, 2); err != nil {
+		t.Fatal(err)
+	}
+	parked, err := s.FinishJob(ctx, j.ID, 2, core.Finish{To: core.JobWaitingHuman, Question: "?"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := s.ResumeJob(ctx, j.ID, parked.WaitSeq); err != nil || !ok {
+		t.Fatalf("ResumeJob = %v, %v", ok, err)
+	}
+	if got := mustJob(t, s, j.ID).QueuedAt; !got.After(requeued.QueuedAt) {
+		t.Errorf("resumed: QueuedAt = %v, want after %v", got, requeued.QueuedAt)
+	}
+	if _, err := s.StartJob(ctx, j.ID, 3); err != nil {
+		t.Fatal(err)
+	}
+	taken, err := s.StartJob(ctx, j.ID, 4) // attempt 3 lost its lease
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !taken.QueuedAt.IsZero() {
+		t.Errorf("taken over: QueuedAt = %v, want zero", taken.QueuedAt)
 	}
 }

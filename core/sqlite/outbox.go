@@ -29,7 +29,7 @@ func scanOutbox(r scanner) (core.OutboxMessage, error) {
 
 // insertOutbox stores m as a pending message with the next Seq of its
 // task. The write lock held by the transaction makes max(seq)+1 safe.
-func insertOutbox(ctx context.Context, tx *sql.Tx, m core.OutboxMessage) (int64, error) {
+func insertOutbox(ctx context.Context, tx *txn, m core.OutboxMessage) (int64, error) {
 	var seq int64
 	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) + 1 FROM outbox WHERE task_id = ?`, m.TaskID).Scan(&seq); err != nil {
 		return 0, err
@@ -55,7 +55,7 @@ func (s *Store) AddOutbox(ctx context.Context, msgs ...core.OutboxMessage) error
 	if len(msgs) == 0 {
 		return nil
 	}
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *txn) error {
 		for i, m := range msgs {
 			if _, err := insertOutbox(ctx, tx, m); err != nil {
 				return fmt.Errorf("message %d (task %d): %w", i, m.TaskID, err)
@@ -80,8 +80,7 @@ func (s *Store) DueOutbox(ctx context.Context, platform core.Platform, now time.
 		ORDER BY o.task_id, o.seq`
 	args := []any{string(platform), string(core.OutboxPending), ms(now), string(core.OutboxPending)}
 	if limit > 0 {
-		q += ` LIMIT ?`
-		args = append(args, limit)
+		q += sqlLimit(limit)
 	}
 	rows, err := s.reader.QueryContext(ctx, q, args...)
 	if err != nil {
@@ -114,7 +113,7 @@ func (s *Store) Outbox(ctx context.Context, id int64) (core.OutboxMessage, error
 // updateOutbox runs one UPDATE on message id; no such message is an error
 // wrapping core.ErrNotFound.
 func (s *Store) updateOutbox(ctx context.Context, op string, id int64, query string, args ...any) error {
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *txn) error {
 		res, err := tx.ExecContext(ctx, query, append(args, id)...)
 		if err != nil {
 			return err
@@ -200,7 +199,7 @@ func (s *Store) StatusMessage(ctx context.Context, jobID int64) (string, error) 
 // again (also from another process) reports false.
 func (s *Store) SeenInbound(ctx context.Context, key string, at time.Time) (bool, error) {
 	var first bool
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *txn) error {
 		res, err := tx.ExecContext(ctx, `INSERT INTO inbound_events (key, seen_at) VALUES (?, ?) ON CONFLICT (key) DO NOTHING`,
 			key, ms(at))
 		if err != nil {
@@ -219,7 +218,7 @@ func (s *Store) SeenInbound(ctx context.Context, key string, at time.Time) (bool
 // PruneInbound deletes keys seen before t and returns how many.
 func (s *Store) PruneInbound(ctx context.Context, before time.Time) (int64, error) {
 	var n int64
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *txn) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM inbound_events WHERE seen_at < ?`, ms(before))
 		if err != nil {
 			return err

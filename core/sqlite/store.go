@@ -7,10 +7,21 @@
 // timeout and foreign keys on. Writes go through one writer connection in
 // BEGIN IMMEDIATE transactions, so they are serialized within a process and
 // take the database's write lock up front across processes; reads use a
-// separate pool and never wait for writers. A write that still meets
-// SQLITE_BUSY or SQLITE_LOCKED (another process holding the lock past the
-// timeout) is retried as a whole a few times before failing with a clear
-// error.
+// separate pool and never wait for writers.
+//
+// Writes that wait for the writer together are committed together (group
+// commit): the writer runs each one in a savepoint of one transaction, in
+// the order they came, and commits once. Each write still succeeds or fails
+// on its own — a failed one is rolled back to its savepoint and reports its
+// error alone — and returns only once the transaction holding it is
+// committed, so nothing about a single write's atomicity, isolation or
+// durability changes; a commit shares its cost among the writes it holds.
+//
+// A write that still meets SQLITE_BUSY or SQLITE_LOCKED (another process
+// holding the lock past the timeout) is retried as a whole a few times
+// before failing with a clear error.
+//
+// Queries run as prepared statements kept per connection (see stmtCache).
 //
 // The SQL stays portable (INTEGER unix-millisecond timestamps, TEXT, NULL
 // for absent references, RETURNING) so that a PostgreSQL store can mirror
@@ -33,6 +44,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/baton-bot/baton/core"
@@ -57,10 +69,16 @@ type Options struct {
 // Store is core.Store on a SQLite file. It is safe for concurrent use,
 // also by several processes sharing the file on one host.
 type Store struct {
-	writer *sql.DB // one connection: every write transaction
-	reader *sql.DB // a pool for reads
+	writer *sql.DB    // one connection: every write transaction
+	wstmts *stmtCache // the writer's prepared statements
+	reader *readDB    // a pool for reads
 	root   string
 	log    *slog.Logger
+
+	writes   chan *write   // writes waiting for the writer loop
+	closing  chan struct{} // closed by Close: the writer loop stops
+	loopDone chan struct{} // closed when the writer loop has stopped
+	stopOnce sync.Once
 
 	// Busy handling; tests shorten them.
 	busyTries int
@@ -108,12 +126,17 @@ func open(ctx context.Context, path string, opts Options, busyMS int) (*Store, e
 	reader.SetMaxIdleConns(n)
 	s := &Store{
 		writer:    writer,
-		reader:    reader,
+		wstmts:    newStmtCache(writer),
+		reader:    &readDB{DB: reader, cache: newStmtCache(reader)},
 		root:      opts.WorkspaceRoot,
 		log:       log.With("component", "store"),
 		busyTries: 6,
 		backoff:   20 * time.Millisecond,
+		writes:    make(chan *write, maxBatch),
+		closing:   make(chan struct{}),
+		loopDone:  make(chan struct{}),
 	}
+	go s.writeLoop()
 	// The writer goes first: it creates the file and switches it to WAL,
 	// which readers then find set.
 	for _, db := range []*sql.DB{writer, reader} {
@@ -170,6 +193,10 @@ func dsn(path string, busyMS int, write bool) string {
 
 // Close closes the database. Calls after the first return nil.
 func (s *Store) Close() error {
+	s.stopOnce.Do(func() { close(s.closing) })
+	<-s.loopDone
+	s.wstmts.close()
+	s.reader.cache.close()
 	if err := errors.Join(s.reader.Close(), s.writer.Close()); err != nil {
 		return fmt.Errorf("close store: %w", err)
 	}
@@ -192,8 +219,8 @@ func (s *Store) Ping(ctx context.Context) error {
 // no-op; concurrent runs (several processes starting) apply each
 // migration once.
 func (s *Store) Migrate(ctx context.Context) error {
-	err := s.tx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+	err := s.tx(ctx, func(tx *txn) error {
+		_, err := tx.Tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 			version    INTEGER PRIMARY KEY,
 			name       TEXT    NOT NULL,
 			applied_at INTEGER NOT NULL
@@ -220,7 +247,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 			return fmt.Errorf("migrate: %w", err)
 		}
 		var applied bool
-		err = s.tx(ctx, func(tx *sql.Tx) error {
+		err = s.tx(ctx, func(tx *txn) error {
 			applied = false
 			var n int
 			if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations WHERE version = ?`, version).Scan(&n); err != nil {
@@ -229,7 +256,8 @@ func (s *Store) Migrate(ctx context.Context) error {
 			if n > 0 {
 				return nil
 			}
-			if _, err := tx.ExecContext(ctx, string(body)); err != nil {
+			// A script: run as it is, never kept as a statement.
+			if _, err := tx.Tx.ExecContext(ctx, string(body)); err != nil {
 				return err
 			}
 			if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
@@ -253,9 +281,15 @@ func (s *Store) Migrate(ctx context.Context) error {
 // When SQLite reports the database busy or locked, the whole transaction
 // is retried with a short backoff; fn must therefore only touch the
 // transaction and variables it resets itself.
-func (s *Store) tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+func (s *Store) tx(ctx context.Context, fn func(tx *txn) error) error {
+	return s.retryBusy(ctx, func() error { return s.txOnce(ctx, fn) })
+}
+
+// retryBusy calls f until it does not fail busy, at most busyTries times,
+// with a growing backoff.
+func (s *Store) retryBusy(ctx context.Context, f func() error) error {
 	for try := 1; ; try++ {
-		err := s.txOnce(ctx, fn)
+		err := f()
 		if err == nil || !busy(err) {
 			return err
 		}
@@ -278,16 +312,186 @@ func (s *Store) tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	}
 }
 
-func (s *Store) txOnce(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	tx, err := s.writer.BeginTx(ctx, nil)
+// ErrClosed is returned by writes made after Close.
+var ErrClosed = errors.New("store closed")
+
+// write is one transaction body waiting for the writer loop.
+type write struct {
+	ctx  context.Context
+	fn   func(tx *txn) error
+	done chan error // receives the outcome once
+}
+
+// maxBatch bounds the writes committed together.
+const maxBatch = 64
+
+// txOnce hands fn to the writer loop and waits for its outcome: committed
+// (nil), or fn's error, or the transaction's. Once handed over, fn is not
+// abandoned: the call returns after the writer is done with it.
+func (s *Store) txOnce(ctx context.Context, fn func(tx *txn) error) error {
+	select {
+	case <-s.closing:
+		return ErrClosed
+	default:
+	}
+	w := &write{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	select {
+	case s.writes <- w:
+	case <-s.closing:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-w.done:
+		return err
+	case <-s.loopDone:
+		// The loop answered every write it took before it stopped; one
+		// handed over as it stopped was never taken.
+		select {
+		case err := <-w.done:
+			return err
+		default:
+			return ErrClosed
+		}
+	}
+}
+
+// writeLoop runs the writes handed to txOnce, taking with each one the
+// writes already waiting behind it, until Close. Writes still waiting then
+// fail with ErrClosed.
+func (s *Store) writeLoop() {
+	defer close(s.loopDone)
+	batch := make([]*write, 0, maxBatch)
+	for {
+		select {
+		case w := <-s.writes:
+			batch = append(batch[:0], w)
+		case <-s.closing:
+			for {
+				select {
+				case w := <-s.writes:
+					w.done <- ErrClosed
+				default:
+					return
+				}
+			}
+		}
+	more:
+		for len(batch) < maxBatch {
+			select {
+			case w := <-s.writes:
+				batch = append(batch, w)
+			default:
+				break more
+			}
+		}
+		s.runBatch(batch)
+		clear(batch)
+		s.wstmts.preparePending(context.Background())
+	}
+}
+
+// runBatch commits the writes of batch, in order, in one transaction: each
+// in a savepoint, rolled back alone when it fails. When the transaction
+// itself breaks (it cannot begin, a savepoint cannot be released or rolled
+// back, SQLite rolled the whole transaction back), each write runs again in
+// a transaction of its own, which is what a write alone always gets.
+func (s *Store) runBatch(batch []*write) {
+	live := batch[:0:0]
+	for _, w := range batch {
+		if err := w.ctx.Err(); err != nil {
+			w.done <- err
+			continue
+		}
+		live = append(live, w)
+	}
+	switch len(live) {
+	case 0:
+		return
+	case 1:
+		live[0].done <- s.runAlone(live[0])
+		return
+	}
+	errs, err := s.runTogether(live)
+	if err != nil {
+		if busy(err) {
+			// Another process holds the lock: every write reports it and
+			// its caller retries after a backoff.
+			for _, w := range live {
+				w.done <- err
+			}
+			return
+		}
+		s.log.Warn("a group of writes failed together; running them one by one", "writes", len(live), "err", err)
+		for _, w := range live {
+			if cerr := w.ctx.Err(); cerr != nil {
+				w.done <- cerr
+				continue
+			}
+			w.done <- s.runAlone(w)
+		}
+		return
+	}
+	for i, w := range live {
+		w.done <- errs[i]
+	}
+}
+
+// runAlone runs one write in a transaction of its own.
+func (s *Store) runAlone(w *write) error {
+	tx, err := s.writer.BeginTx(w.ctx, nil)
 	if err != nil {
 		return err
 	}
-	if err := fn(tx); err != nil {
+	if err := w.fn(&txn{Tx: tx, cache: s.wstmts}); err != nil {
 		_ = tx.Rollback()
 		return err
 	}
 	return tx.Commit()
+}
+
+// runTogether runs the writes in savepoints of one transaction and commits
+// it. It returns each write's own error (a failed write changed nothing),
+// or an error of the transaction as a whole, after which nothing of it is
+// committed.
+func (s *Store) runTogether(batch []*write) ([]error, error) {
+	// The transaction is not tied to any one caller's context: a caller
+	// that gives up must not roll back the others' writes.
+	ctx := context.Background()
+	sqltx, err := s.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	tx := &txn{Tx: sqltx, cache: s.wstmts}
+	errs := make([]error, len(batch))
+	for i, w := range batch {
+		if _, err := tx.ExecContext(ctx, `SAVEPOINT w`); err != nil {
+			_ = tx.Rollback()
+			return nil, fmt.Errorf("savepoint: %w", err)
+		}
+		if errs[i] = w.fn(tx); errs[i] != nil {
+			if busy(errs[i]) {
+				_ = tx.Rollback()
+				return nil, errs[i]
+			}
+			if _, err := tx.ExecContext(ctx, `ROLLBACK TO w`); err != nil {
+				_ = tx.Rollback()
+				return nil, fmt.Errorf("roll back to savepoint: %w (after %w)", err, errs[i])
+			}
+		}
+		// Releasing checks too that the transaction is still open: SQLite
+		// rolls a whole transaction back on some errors (I/O, full disk,
+		// an interrupted statement), which a write may have swallowed.
+		if _, err := tx.ExecContext(ctx, `RELEASE w`); err != nil {
+			_ = tx.Rollback()
+			return nil, fmt.Errorf("release savepoint: %w", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, err
+	}
+	return errs, nil
 }
 
 // busy reports whether err is SQLite's SQLITE_BUSY or SQLITE_LOCKED (any

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"cmp"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,6 +36,28 @@ func taskByThread(ctx context.Context, q querier, ref core.ThreadRef) (core.Task
 		string(ref.Platform), ref.Team, ref.Channel, ref.Thread))
 }
 
+// insertTask stores t as a new task; one without a workspace gets
+// root/<id>.
+func insertTask(ctx context.Context, tx *txn, t core.Task, root string) (core.Task, error) {
+	at := ms(now())
+	var id int64
+	err := tx.QueryRowContext(ctx, `INSERT INTO tasks (parent_task_id, platform, team, channel, thread,
+		owner_user, title, workspace, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+		nullID(t.ParentTaskID), string(t.Thread.Platform), t.Thread.Team, t.Thread.Channel, t.Thread.Thread,
+		t.OwnerUser, t.Title, t.Workspace, at, at).Scan(&id)
+	if err != nil {
+		return core.Task{}, constraint(err)
+	}
+	if t.Workspace == "" {
+		ws := filepath.Join(root, strconv.FormatInt(id, 10))
+		if _, err := tx.ExecContext(ctx, `UPDATE tasks SET workspace = ? WHERE id = ?`, ws, id); err != nil {
+			return core.Task{}, err
+		}
+	}
+	return scanTask(tx.QueryRowContext(ctx, `SELECT `+taskCols+` FROM tasks WHERE id = ?`, id))
+}
+
 // EnsureTask returns the task for t.Thread, creating it from t when there
 // is none (see core.TaskStore). A new task without a workspace gets
 // WorkspaceRoot/<id>. t.Thread.Platform must be set.
@@ -46,7 +67,7 @@ func (s *Store) EnsureTask(ctx context.Context, t core.Task) (core.Task, bool, e
 	}
 	var out core.Task
 	var created bool
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *txn) error {
 		created = false
 		found, err := taskByThread(ctx, tx, t.Thread)
 		if err == nil {
@@ -56,23 +77,7 @@ func (s *Store) EnsureTask(ctx context.Context, t core.Task) (core.Task, bool, e
 		if !errors.Is(err, core.ErrNotFound) {
 			return err
 		}
-		at := ms(now())
-		var id int64
-		err = tx.QueryRowContext(ctx, `INSERT INTO tasks (parent_task_id, platform, team, channel, thread,
-			owner_user, title, workspace, created_at, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
-			nullID(t.ParentTaskID), string(t.Thread.Platform), t.Thread.Team, t.Thread.Channel, t.Thread.Thread,
-			t.OwnerUser, t.Title, t.Workspace, at, at).Scan(&id)
-		if err != nil {
-			return constraint(err)
-		}
-		if t.Workspace == "" {
-			ws := filepath.Join(s.root, strconv.FormatInt(id, 10))
-			if _, err := tx.ExecContext(ctx, `UPDATE tasks SET workspace = ? WHERE id = ?`, ws, id); err != nil {
-				return err
-			}
-		}
-		out, err = scanTask(tx.QueryRowContext(ctx, `SELECT `+taskCols+` FROM tasks WHERE id = ?`, id))
+		out, err = insertTask(ctx, tx, t, s.root)
 		created = true
 		return err
 	})
@@ -104,7 +109,7 @@ func (s *Store) TaskByThread(ctx context.Context, ref core.ThreadRef) (core.Task
 
 // RetireThread implements core.TaskStore.
 func (s *Store) RetireThread(ctx context.Context, id int64) error {
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *txn) error {
 		res, err := tx.ExecContext(ctx, `UPDATE tasks SET thread = thread || '#retired-' || CAST(id AS TEXT), updated_at = ?
 			WHERE id = ?`, ms(now()), id)
 		if err != nil {
@@ -141,7 +146,7 @@ func scanComment(r scanner) (core.Comment, error) {
 // insertComment stores c in tx. When c.PlatformMsgID is taken in the task,
 // it returns the stored comment and an error wrapping core.ErrDuplicate.
 // A comment without CreatedAt gets the store's clock.
-func insertComment(ctx context.Context, tx *sql.Tx, c core.Comment) (core.Comment, error) {
+func insertComment(ctx context.Context, tx *txn, c core.Comment) (core.Comment, error) {
 	if c.PlatformMsgID != "" {
 		old, err := scanComment(tx.QueryRowContext(ctx, `SELECT `+commentCols+` FROM comments
 			WHERE task_id = ? AND platform_msg_id = ?`, c.TaskID, c.PlatformMsgID))
@@ -188,7 +193,7 @@ func insertComment(ctx context.Context, tx *sql.Tx, c core.Comment) (core.Commen
 func (s *Store) AddComment(ctx context.Context, c core.Comment) (core.Comment, error) {
 	var out core.Comment
 	var dup error
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *txn) error {
 		var err error
 		out, err = insertComment(ctx, tx, c)
 		dup = nil
@@ -216,7 +221,7 @@ func (s *Store) RecentComments(ctx context.Context, taskID int64, n int) ([]core
 		return nil, nil
 	}
 	rows, err := s.reader.QueryContext(ctx, `SELECT `+commentCols+` FROM comments
-		WHERE task_id = ? ORDER BY id DESC LIMIT ?`, taskID, n)
+		WHERE task_id = ? ORDER BY id DESC`+sqlLimit(n), taskID)
 	if err != nil {
 		return nil, fmt.Errorf("recent comments of task %d: %w", taskID, err)
 	}

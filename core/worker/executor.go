@@ -57,7 +57,8 @@ func (r *Run) Event(ctx context.Context, kind, movement, detail string) error {
 // Notifier says in a job's thread what happens to it. The messages it
 // returns are written to the outbox with the change they describe.
 type Notifier interface {
-	// Claimed returns the messages of a job that just started running.
+	// Claimed returns the messages of job j, about to start running; they
+	// are written with the claim, in its transaction.
 	Claimed(ctx context.Context, j core.Job) []core.OutboxMessage
 	// Finishing returns the messages that go with fin, the end of j's run.
 	Finishing(ctx context.Context, j core.Job, fin core.Finish) []core.OutboxMessage
@@ -71,9 +72,21 @@ type Store interface {
 	AddOutbox(ctx context.Context, msgs ...core.OutboxMessage) error
 }
 
+// ExecutorMeter records the executor's measurements (Prometheus in
+// production). Implementations are safe for concurrent use and return
+// quickly.
+type ExecutorMeter interface {
+	// QueueWait is how long a job waited for a worker: from becoming
+	// queued in the store (created, resumed or requeued; a retry's backoff
+	// included) to its claim committed. Jobs taken over from a worker that
+	// lost its lease are not measured.
+	QueueWait(d time.Duration)
+}
+
 // ExecutorConfig configures an Executor.
 type ExecutorConfig struct {
 	Notify      Notifier                  // optional
+	Meter       ExecutorMeter             // optional
 	MaxFailures int                       // failed runs before a job fails for good (5)
 	Backoff     func(n int) time.Duration // delay before the n-th retry (core.RetryBackoff)
 	Logger      *slog.Logger
@@ -117,7 +130,16 @@ func (x *Executor) Handle(ctx context.Context, l core.Lease) Result {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 
-	j, err := x.store.StartJob(wctx, l.JobID, l.Attempt)
+	// The claim's notices (the status message, a reaction) are written
+	// with the claim, in its transaction.
+	var notes []core.OutboxMessage
+	if x.cfg.Notify != nil {
+		pre, err := x.store.Job(wctx, l.JobID)
+		if err == nil && (pre.State == core.JobQueued || pre.State == core.JobRunning) {
+			notes = x.cfg.Notify.Claimed(wctx, pre)
+		}
+	}
+	j, err := x.store.StartJob(wctx, l.JobID, l.Attempt, notes...)
 	var terr *core.TransitionError
 	switch {
 	case errors.Is(err, core.ErrStale):
@@ -139,14 +161,10 @@ func (x *Executor) Handle(ctx context.Context, l core.Lease) Result {
 		log.Warn("start job failed", "err", err)
 		return Result{Action: Nack, Delay: x.cfg.Backoff(l.Failures + 1)}
 	}
-	log = log.With("task", j.TaskID)
-	if x.cfg.Notify != nil {
-		if msgs := x.cfg.Notify.Claimed(wctx, j); len(msgs) > 0 {
-			if err := x.store.AddOutbox(wctx, msgs...); err != nil {
-				log.Warn("writing the claimed notice failed", "err", err)
-			}
-		}
+	if x.cfg.Meter != nil && !j.QueuedAt.IsZero() {
+		x.cfg.Meter.QueueWait(time.Since(j.QueuedAt))
 	}
+	log = log.With("task", j.TaskID)
 
 	var fin core.Finish
 	var runErr error

@@ -72,8 +72,6 @@ type DeadFunc func(ctx context.Context, l core.Lease)
 // PoolMeter records the pool's measurements (Prometheus in production).
 // Implementations are safe for concurrent use and return quickly.
 type PoolMeter interface {
-	// Claimed is a claim call that returned n jobs after took.
-	Claimed(n int, took time.Duration)
 	// Settled is a job's run ended with action after took.
 	Settled(action string, took time.Duration)
 }
@@ -256,7 +254,6 @@ func (p *Pool) fetch(stop, jobsCtx context.Context, jobs *sync.WaitGroup) {
 		// returned (core.Queue's contract), and is run under jobsCtx.
 		var leases []core.Lease
 		var err error
-		claimStart := time.Now()
 		if batches {
 			leases, err = b.ClaimBatch(stop, n, p.cfg.ClaimWait)
 		} else {
@@ -267,9 +264,6 @@ func (p *Pool) fetch(stop, jobsCtx context.Context, jobs *sync.WaitGroup) {
 		}
 		for range n - len(leases) {
 			<-slots
-		}
-		if p.cfg.Meter != nil && len(leases) > 0 {
-			p.cfg.Meter.Claimed(len(leases), time.Since(claimStart))
 		}
 		switch {
 		case err == nil:

@@ -401,3 +401,62 @@ func assertQueueEmpty(t *testing.T, q core.Queue) {
 		return err == nil && st == (core.QueueStats{})
 	})
 }
+
+// waitMeter records queue waits.
+type waitMeter struct {
+	mu    sync.Mutex
+	waits []time.Duration // guarded by mu
+}
+
+func (m *waitMeter) QueueWait(d time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.waits = append(m.waits, d)
+}
+
+func (m *waitMeter) got() []time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]time.Duration(nil), m.waits...)
+}
+
+// TestQueueWaitIsMeasured measures a job's wait from its being queued in
+// the store, not from its reaching the queue.
+func TestQueueWaitIsMeasured(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, t.TempDir()+"/baton.db", sqlite.Options{WorkspaceRoot: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	q := queue.NewMemory(queue.Options{Lease: 2 * time.Second})
+	t.Cleanup(func() { q.Close() })
+	meter := &waitMeter{}
+	done := worker.EngineFunc(func(ctx context.Context, r *worker.Run) (core.Finish, error) {
+		return core.Finish{To: core.JobSucceeded}, nil
+	})
+	exec := worker.NewExecutor(st, q, done, worker.ExecutorConfig{Meter: meter})
+	pool := worker.NewPool(q, exec, worker.PoolConfig{Concurrency: 1, ClaimWait: 50 * time.Millisecond, ShutdownGrace: time.Second})
+	pctx, stop := context.WithCancel(ctx)
+	stopped := make(chan struct{})
+	go func() { defer close(stopped); _ = pool.Run(pctx) }()
+	t.Cleanup(func() { stop(); <-stopped })
+
+	task, _, err := st.EnsureTask(ctx, core.Task{Thread: core.ThreadRef{Platform: core.PlatformConsole, Channel: "test", Thread: "1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := st.CreateJob(ctx, core.Job{TaskID: task.ID, Piece: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const held = 300 * time.Millisecond
+	time.Sleep(held) // queued in the store, not yet in the queue
+	if err := q.Enqueue(ctx, j.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the job to be claimed and measured", func() bool { return len(meter.got()) > 0 })
+	if waits := meter.got(); len(waits) != 1 || waits[0] < held {
+		t.Errorf("queue waits = %v, want one of at least %s", waits, held)
+	}
+}
