@@ -211,17 +211,8 @@ func (s *Store) StartJob(ctx context.Context, id, attempt int64, notes ...core.O
 			Detail: fmt.Sprintf("attempt %d", attempt)}); err != nil {
 			return err
 		}
-		for i, m := range notes {
-			if m.TaskID == 0 {
-				m.TaskID = j.TaskID
-			}
-			if m.JobID == 0 {
-				m.JobID = id
-			}
-			m.Attempt = attempt
-			if _, err := insertOutbox(ctx, tx, m); err != nil {
-				return fmt.Errorf("outbox message %d: %w", i, err)
-			}
+		if err := insertJobOutbox(ctx, tx, j.TaskID, id, attempt, notes); err != nil {
+			return err
 		}
 		out, err = jobByID(ctx, tx, id)
 		return err
@@ -367,17 +358,8 @@ func (s *Store) FinishJob(ctx context.Context, id, attempt int64, f core.Finish)
 				return fmt.Errorf("comment %d: %w", i, err)
 			}
 		}
-		for i, m := range f.Outbox {
-			if m.TaskID == 0 {
-				m.TaskID = j.TaskID
-			}
-			if m.JobID == 0 {
-				m.JobID = id
-			}
-			m.Attempt = attempt
-			if _, err := insertOutbox(ctx, tx, m); err != nil {
-				return fmt.Errorf("outbox message %d: %w", i, err)
-			}
+		if err := insertJobOutbox(ctx, tx, j.TaskID, id, attempt, f.Outbox); err != nil {
+			return err
 		}
 		detail := string(f.To)
 		if f.Error != "" {
@@ -601,4 +583,22 @@ func (s *Store) CountJobs(ctx context.Context) (map[core.JobState]int64, error) 
 		return nil, fmt.Errorf("count jobs: %w", err)
 	}
 	return out, nil
+}
+
+// insertJobOutbox writes msgs for attempt of job id of task taskID,
+// filling in the task and job where a message names none.
+func insertJobOutbox(ctx context.Context, tx *txn, taskID, id, attempt int64, msgs []core.OutboxMessage) error {
+	for i, m := range msgs {
+		if m.TaskID == 0 {
+			m.TaskID = taskID
+		}
+		if m.JobID == 0 {
+			m.JobID = id
+		}
+		m.Attempt = attempt
+		if _, err := insertOutbox(ctx, tx, m); err != nil {
+			return fmt.Errorf("outbox message %d: %w", i, err)
+		}
+	}
+	return nil
 }
