@@ -135,6 +135,10 @@ func TestRedisWatchAbortsConnectionKilled(t *testing.T) {
 		t.Fatal("WatchAborts did not return when its connection was killed")
 	}
 
+	// Redis may free the killed connection a moment later: the second
+	// watch's subscription must be its own, not the first's still counted.
+	eventually(t, "the killed subscription to go", func() bool { return !subscribed() })
+
 	seen := make(chan int64, 1)
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
