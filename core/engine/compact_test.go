@@ -408,3 +408,30 @@ func TestCompactionKeepsPeoplesMessages(t *testing.T) {
 	}
 	checkPairs(t, "request 4", reqs[3])
 }
+
+// TestWorkspaceFoldersMadeForTools: a job that calls no tool leaves its
+// workspace without input/ and output/; the first tool call makes them.
+func TestWorkspaceFoldersMadeForTools(t *testing.T) {
+	f := newFixture(t, map[string]string{"one-step": oneStep})
+	for _, sub := range []string{"input", "output"} {
+		if err := os.Remove(filepath.Join(f.ws, sub)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.srv.Script(llmtest.Transition("COMPLETE", "nothing to read"))
+	if fin := f.run(f.start("one-step", "x")); fin.To != core.JobSucceeded {
+		t.Fatalf("finish = %+v", fin)
+	}
+	if _, err := os.Stat(filepath.Join(f.ws, "output")); !os.IsNotExist(err) {
+		t.Errorf("output/ after a job without tools: %v, want none", err)
+	}
+	f.srv.Script(read("input/none"), llmtest.Transition("COMPLETE", "read"))
+	if fin := f.run(f.start("one-step", "y")); fin.To != core.JobSucceeded {
+		t.Fatalf("finish = %+v", fin)
+	}
+	for _, sub := range []string{"input", "output"} {
+		if fi, err := os.Stat(filepath.Join(f.ws, sub)); err != nil || !fi.IsDir() {
+			t.Errorf("%s/ after a tool call: %v", sub, err)
+		}
+	}
+}

@@ -130,6 +130,9 @@ func (e *Engine) request(j core.Job, ws *workspace.Workspace) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if err := ws.Prepare(); err != nil {
+		return "", err
+	}
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		return "", fmt.Errorf("save the full request: %w", err)
 	}

@@ -268,6 +268,9 @@ func (m *movement) callTool(ctx context.Context, call llm.ToolCall) (tools.Resul
 		}
 		return tools.Result{IsError: true, Text: e.text.fill("unknown_tool", map[string]string{"name": strconv.Quote(call.Name), "tools": strings.Join(names, ", ")})}, false, nil
 	}
+	if err := pr.toolsReady(); err != nil {
+		return tools.Result{}, false, fmt.Errorf("workspace of task %d: %w", pr.task.ID, err)
+	}
 	args := json.RawMessage(call.Arguments)
 	if strings.TrimSpace(call.Arguments) == "" {
 		args = json.RawMessage("{}")

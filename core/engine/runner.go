@@ -59,6 +59,8 @@ type pieceRun struct {
 
 	seen int64 // the newest comment the run has seen (first prompt or steering)
 
+	prepared bool // the workspace's input/ and output/ exist
+
 	mu               sync.Mutex
 	movement         string // guarded by mu: for status
 	iteration        int
@@ -73,7 +75,8 @@ func (e *Engine) newPieceRun(ctx context.Context, r *worker.Run, p *piece.Piece)
 	if err != nil {
 		return nil, fmt.Errorf("task of job %d: %w", r.Job.ID, err)
 	}
-	ws, err := workspace.Open(task.Workspace)
+	// input/ and output/ are made before the first tool call (toolsReady).
+	ws, err := workspace.OpenLazy(task.Workspace)
 	if err != nil {
 		return nil, fmt.Errorf("workspace of task %d: %w", task.ID, err)
 	}
@@ -398,6 +401,19 @@ func (pr *pieceRun) flush(ctx context.Context, events []core.JobEvent) {
 	for _, e := range events {
 		_ = pr.event(ctx, e.Kind, e.Movement, e.Detail)
 	}
+}
+
+// toolsReady makes sure the workspace has its input/ and output/ folders,
+// which tools (and the agent's shell commands) take for granted.
+func (pr *pieceRun) toolsReady() error {
+	if pr.prepared {
+		return nil
+	}
+	if err := pr.ws.Prepare(); err != nil {
+		return err
+	}
+	pr.prepared = true
+	return nil
 }
 
 // event records a job event, logging rather than failing on error.

@@ -3,7 +3,8 @@
 // A Workspace is <data_dir>/workspaces/<task_id>/ with three folders:
 // input/ (files people attached), output/ (files the agent produces, sent
 // back to the thread) and logs/ (engine records: tools may read them, not
-// write them). Every path a tool receives goes through Resolve or
+// write them). Open makes all three; OpenLazy makes logs/ only and leaves
+// input/ and output/ to Prepare, for a job that may never need them. Every path a tool receives goes through Resolve or
 // ResolveWrite, which refuse absolute paths, ".." escapes and symlinks that
 // lead outside the workspace.
 //
@@ -57,6 +58,22 @@ type FileInfo struct {
 // Open creates dir and its input/, output/ and logs/ folders when missing and
 // returns the workspace rooted there.
 func Open(dir string) (*Workspace, error) {
+	w, err := OpenLazy(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.Prepare(); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// OpenLazy creates dir and its logs/ folder when missing and returns the
+// workspace rooted there; input/ and output/ are left to Prepare, which
+// must run before tools are given the workspace. A job that never runs a
+// tool then costs two directories fewer (creating one is a slow metadata
+// write on many disks).
+func OpenLazy(dir string) (*Workspace, error) {
 	if dir == "" {
 		return nil, errors.New("open workspace: empty directory")
 	}
@@ -64,16 +81,24 @@ func Open(dir string) (*Workspace, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open workspace %s: %w", dir, err)
 	}
-	for _, sub := range []string{"", Input, Output, Logs} {
-		if err := os.MkdirAll(filepath.Join(abs, sub), 0o755); err != nil {
-			return nil, fmt.Errorf("open workspace %s: %w", dir, err)
-		}
+	if err := os.MkdirAll(filepath.Join(abs, Logs), 0o755); err != nil {
+		return nil, fmt.Errorf("open workspace %s: %w", dir, err)
 	}
 	root, err := filepath.EvalSymlinks(abs)
 	if err != nil {
 		return nil, fmt.Errorf("open workspace %s: %w", dir, err)
 	}
 	return &Workspace{root: root}, nil
+}
+
+// Prepare creates input/ and output/ when missing.
+func (w *Workspace) Prepare() error {
+	for _, sub := range []string{Input, Output} {
+		if err := os.Mkdir(filepath.Join(w.root, sub), 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("prepare workspace %s: %w", w.root, err)
+		}
+	}
+	return nil
 }
 
 // Root returns the workspace's absolute directory, with symlinks evaluated.

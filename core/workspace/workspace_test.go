@@ -208,3 +208,29 @@ func assertInside(tb testing.TB, root, p string) {
 		tb.Fatalf("%s is outside %s", p, root)
 	}
 }
+
+func TestOpenLazyThenPrepare(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ws", "7")
+	w, err := OpenLazy(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exists := func(sub string) bool {
+		fi, err := os.Stat(filepath.Join(w.Root(), sub))
+		return err == nil && fi.IsDir()
+	}
+	if !exists(Logs) || exists(Input) || exists(Output) {
+		t.Fatalf("after OpenLazy: logs %v, input %v, output %v; want logs only", exists(Logs), exists(Input), exists(Output))
+	}
+	if files, _, err := w.Files(Input, 0); err != nil || len(files) != 0 {
+		t.Errorf("listing a missing input/: %v, %v", files, err)
+	}
+	for range 2 { // a second Prepare finds them there
+		if err := w.Prepare(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !exists(Input) || !exists(Output) {
+		t.Errorf("after Prepare: input %v, output %v", exists(Input), exists(Output))
+	}
+}
