@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/creack/pty"
-
 	"github.com/baton-bot/baton/core/llmtest"
 )
 
@@ -65,12 +63,7 @@ func (tm *terminal) typeLine(s string) {
 // question and its answer, a result, !status, !abort of a long command,
 // /quit.
 func TestChatOnTerminal(t *testing.T) {
-	ptm, tty, err := pty.Open()
-	if err != nil {
-		t.Skipf("no pseudo-terminal here: %v", err)
-	}
-	defer ptm.Close()
-	defer tty.Close()
+	ptm, tty := openPTY(t)
 	n := newNewcomer(t)
 	n.srv.Script(
 		llmtest.Call("transition", `{"next_step":"ASK","summary":"need a year","question":"Which year?"}`),

@@ -145,12 +145,7 @@ func TestRunContinuesTask(t *testing.T) {
 // TestRunAskOnTerminal answers the agent's question at the terminal: with
 // stdin a terminal, baton run prompts and the job goes on.
 func TestRunAskOnTerminal(t *testing.T) {
-	ptm, tty, err := pty.Open()
-	if err != nil {
-		t.Skipf("no pseudo-terminal here: %v", err)
-	}
-	defer ptm.Close()
-	defer tty.Close()
+	ptm, tty := openPTY(t)
 	n := newNewcomer(t)
 	n.srv.Script(
 		llmtest.Call("transition", `{"next_step":"ASK","summary":"need a name","question":"What is the project called?"}`),
@@ -189,4 +184,16 @@ func TestRunAskOnTerminal(t *testing.T) {
 	if !strings.Contains(user, "alice: Baton") {
 		t.Errorf("the answer is not among the last comments:\n%s", user)
 	}
+}
+
+// openPTY opens a pseudo-terminal pair, closed when t ends; t is skipped
+// where there is none.
+func openPTY(t *testing.T) (ptm, tty *os.File) {
+	t.Helper()
+	ptm, tty, err := pty.Open()
+	if err != nil {
+		t.Skipf("no pseudo-terminal here: %v", err)
+	}
+	t.Cleanup(func() { tty.Close(); ptm.Close() })
+	return ptm, tty
 }

@@ -401,18 +401,8 @@ func TestShutdownHandlesAcknowledgedEvents(t *testing.T) {
 	sys.LLM.Handle(func(llmtest.Request) llmtest.Step {
 		return llmtest.Transition("ASK", "need more", "question", "Which one?")
 	})
-	f := newFakeSlack(t)
 	g := &gated{Service: sys.Service, entered: make(chan struct{}), open: make(chan struct{})}
-	a, err := New(g, Config{Mode: ModeHTTP, BotToken: "xoxb-test", SigningSecret: secret, APIURL: f.url(), Workers: 1, DrainTimeout: time.Minute, Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	srv := httptest.NewServer(a.Handler())
-	defer srv.Close()
+	srv, cancel, done := runOneWorker(t, g, time.Minute)
 	send := func(body string) int {
 		status, _ := do(t, sign(t, srv.URL, "/slack/events", body, time.Now(), "application/json"))
 		return status
@@ -469,17 +459,7 @@ func TestShutdownHandlesAcknowledgedEvents(t *testing.T) {
 // shutdown began are given up, and Run returns.
 func TestShutdownDrainIsBounded(t *testing.T) {
 	stuck := &stuckService{started: make(chan struct{}, 8), gaveUp: make(chan struct{}, 8)}
-	f := newFakeSlack(t)
-	a, err := New(stuck, Config{Mode: ModeHTTP, BotToken: "xoxb-test", SigningSecret: secret, APIURL: f.url(), Workers: 1, DrainTimeout: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	srv := httptest.NewServer(a.Handler())
-	defer srv.Close()
+	srv, cancel, done := runOneWorker(t, stuck, 50*time.Millisecond)
 	for i := range 3 {
 		body := mentionEvent(fmt.Sprint("Ev", i), "U1", "<@UBATON> hi", fmt.Sprintf("1700000000.00010%d", i), "")
 		if s, b := do(t, sign(t, srv.URL, "/slack/events", body, time.Now(), "application/json")); s != 200 {
@@ -501,6 +481,24 @@ func TestShutdownDrainIsBounded(t *testing.T) {
 	if n := len(stuck.started); n != 0 {
 		t.Errorf("%d more events started after the drain time was up", n)
 	}
+}
+
+// runOneWorker runs an HTTP-mode adapter with one event worker over svc and
+// returns its server, the cancel that starts its shutdown and Run's result.
+func runOneWorker(t *testing.T, svc Service, drain time.Duration) (*httptest.Server, context.CancelFunc, <-chan error) {
+	t.Helper()
+	f := newFakeSlack(t)
+	a, err := New(svc, Config{Mode: ModeHTTP, BotToken: "xoxb-test", SigningSecret: secret, APIURL: f.url(), Workers: 1, DrainTimeout: drain, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	srv := httptest.NewServer(a.Handler())
+	t.Cleanup(srv.Close)
+	return srv, cancel, done
 }
 
 // stuckService never finishes a message before its context ends.
