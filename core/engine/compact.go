@@ -155,20 +155,20 @@ func (m *movement) compact(ctx context.Context) error {
 		return nil
 	}
 
-	msgs := []llm.Message{m.msgs[0], m.msgs[1]}
-	meta := []msgMeta{m.meta[0], m.meta[1]}
+	var b rebuilt
+	b.keep(m, 0)
+	b.keep(m, 1)
 	for i := 2; i < len(m.msgs); i++ {
 		if m.meta[i].kind == kindHuman {
-			msgs, meta = append(msgs, m.msgs[i]), append(meta, m.meta[i])
+			b.keep(m, i)
 		}
 	}
-	msgs = append(msgs, llm.Message{Role: llm.RoleUser, Content: e.text.fill("compacted", map[string]string{
+	b.add(llm.Message{Role: llm.RoleUser, Content: e.text.fill("compacted", map[string]string{
 		"n": strconv.Itoa(n), "path": transcript, "summary": summary,
-	})})
-	meta = append(meta, msgMeta{kind: kindOther})
-	tailMsgs, tailMeta := m.lastPairs(c.KeepPairs)
-	m.msgs, m.meta = append(msgs, tailMsgs...), append(meta, tailMeta...)
-	m.meter.restart(m.msgs)
+	})}, msgMeta{kind: kindOther})
+	m.lastPairs(&b, c.KeepPairs)
+	m.msgs, m.meta = b.msgs, b.meta
+	m.meter.restart(b.msgs, b.counts)
 	after := m.meter.used()
 
 	pr.mu.Lock()
@@ -198,11 +198,29 @@ func (m *movement) compact(ctx context.Context) error {
 	return nil
 }
 
-// lastPairs returns the last k tool results with the calls that made
+// rebuilt is a movement's conversation as compaction rebuilds it, with
+// the meter's counts of the messages kept as they were (-1: count anew).
+type rebuilt struct {
+	msgs   []llm.Message
+	meta   []msgMeta
+	counts []int
+}
+
+// keep appends message i of m unchanged.
+func (b *rebuilt) keep(m *movement, i int) {
+	b.msgs, b.meta, b.counts = append(b.msgs, m.msgs[i]), append(b.meta, m.meta[i]), append(b.counts, m.meter.counts[i])
+}
+
+// add appends a new or changed message.
+func (b *rebuilt) add(msg llm.Message, md msgMeta) {
+	b.msgs, b.meta, b.counts = append(b.msgs, msg), append(b.meta, md), append(b.counts, -1)
+}
+
+// lastPairs appends to b the last k tool results with the calls that made
 // them: each assistant message cut to the calls kept, followed by their
 // results. A result whose call cannot be found is left out, never sent
 // alone.
-func (m *movement) lastPairs(k int) ([]llm.Message, []msgMeta) {
+func (m *movement) lastPairs(b *rebuilt, k int) {
 	keep := map[int][]int{} // assistant index → result indices, oldest first
 	var order []int         // assistant indices, newest first
 	found := 0
@@ -220,27 +238,28 @@ func (m *movement) lastPairs(k int) ([]llm.Message, []msgMeta) {
 		keep[a] = append([]int{i}, keep[a]...)
 		found++
 	}
-	var msgs []llm.Message
-	var meta []msgMeta
 	for j := len(order) - 1; j >= 0; j-- {
 		a := order[j]
-		ids := map[string]bool{}
-		for _, r := range keep[a] {
-			ids[m.msgs[r].ToolCallID] = true
-		}
-		am := m.msgs[a]
-		am.ToolCalls = nil
-		for _, call := range m.msgs[a].ToolCalls {
-			if ids[call.ID] {
-				am.ToolCalls = append(am.ToolCalls, call)
+		if len(keep[a]) == len(m.msgs[a].ToolCalls) {
+			b.keep(m, a)
+		} else {
+			ids := map[string]bool{}
+			for _, r := range keep[a] {
+				ids[m.msgs[r].ToolCallID] = true
 			}
+			am := m.msgs[a]
+			am.ToolCalls = nil
+			for _, call := range m.msgs[a].ToolCalls {
+				if ids[call.ID] {
+					am.ToolCalls = append(am.ToolCalls, call)
+				}
+			}
+			b.add(am, m.meta[a])
 		}
-		msgs, meta = append(msgs, am), append(meta, m.meta[a])
 		for _, r := range keep[a] {
-			msgs, meta = append(msgs, m.msgs[r]), append(meta, m.meta[r])
+			b.keep(m, r)
 		}
 	}
-	return msgs, meta
 }
 
 // callerOf returns the index of the assistant message whose call tool

@@ -166,26 +166,21 @@ func (m *meter) used() int {
 // scale turns a tokenizer count into the model's tokens.
 func (m *meter) scale(n int) int { return int(float64(n) * m.factor) }
 
-// estimate returns the tokens msgs would take with the tool definitions,
-// counted afresh and scaled.
-func (m *meter) estimate(msgs []llm.Message) int {
-	n := m.toolDefs
-	for _, msg := range msgs {
-		n += m.count(msg)
-	}
-	return m.scale(n)
-}
-
-// restart recounts the movement from msgs after compaction replaced its
-// messages; the levels already fired stay fired, and the next request is
-// estimated with the tokenizer until a response reports usage.
-func (m *meter) restart(msgs []llm.Message) {
+// restart sets the movement's messages to msgs after compaction replaced
+// them; counts are their known counts, -1 for those to count. The levels
+// already fired stay fired, and the next request is estimated with the
+// tokenizer until a response reports usage.
+func (m *meter) restart(msgs []llm.Message, counts []int) {
 	m.counts, m.total, m.sinceLast, m.reported = m.counts[:0], 0, 0, false
 	m.lastP, m.lastC = 0, 0
-	for _, msg := range msgs {
-		m.appended(msg)
+	for i, msg := range msgs {
+		n := counts[i]
+		if n < 0 {
+			n = m.count(msg)
+		}
+		m.counts = append(m.counts, n)
+		m.total += n
 	}
-	m.sinceLast = 0
 }
 
 // ratio returns used / window.
