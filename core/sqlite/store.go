@@ -139,8 +139,10 @@ func open(ctx context.Context, path string, opts Options, busyMS int) (*Store, e
 	go s.writeLoop()
 	// The writer goes first: it creates the file and switches it to WAL,
 	// which readers then find set.
+	// Processes opening a fresh file together race for that switch, which
+	// SQLite answers busy without waiting: the loser tries again.
 	for _, db := range []*sql.DB{writer, reader} {
-		if err := pingFresh(ctx, db); err != nil {
+		if err := s.retryBusy(ctx, func() error { return db.PingContext(ctx) }); err != nil {
 			s.Close()
 			return nil, fmt.Errorf("open store %s: %w", path, err)
 		}
@@ -150,29 +152,6 @@ func open(ctx context.Context, path string, opts Options, busyMS int) (*Store, e
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	return s, nil
-}
-
-// pingFresh opens a first connection of db. Switching a new file to WAL
-// takes an exclusive lock for which SQLite does not wait (its busy handler
-// is not called), so processes starting together on a fresh file — a
-// gateway and its workers — can be told the database is busy: that is
-// retried for up to about ten seconds.
-func pingFresh(ctx context.Context, db *sql.DB) error {
-	delay := 10 * time.Millisecond
-	for try := 1; ; try++ {
-		err := db.PingContext(ctx)
-		if err == nil || !busy(err) || try >= 40 {
-			return err
-		}
-		t := time.NewTimer(delay + rand.N(delay))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return errors.Join(err, ctx.Err())
-		case <-t.C:
-		}
-		delay = min(2*delay, 250*time.Millisecond)
-	}
 }
 
 // dsn builds a modernc.org/sqlite data source name whose pragmas apply to
