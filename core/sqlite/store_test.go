@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -345,4 +346,55 @@ func TestConcurrentOpenOnFreshFile(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestCheckpointBesideTheWriter: commits never checkpoint (the writer's
+// wal_autocheckpoint is 0), and the store's own checkpoint loop still
+// copies a large WAL into the database file while the store is open.
+func TestCheckpointBesideTheWriter(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "baton.db")
+	s, err := open(t.Context(), path, Options{checkpointEvery: 20 * time.Millisecond}, busyTimeoutMS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var auto int
+	if err := s.writer.QueryRowContext(t.Context(), `PRAGMA wal_autocheckpoint`).Scan(&auto); err != nil {
+		t.Fatal(err)
+	}
+	if auto != 0 {
+		t.Errorf("writer's wal_autocheckpoint = %d, want 0: commits would checkpoint", auto)
+	}
+	before := fileSize(t, path)
+	// About 16 MB: four thousand pages, four times SQLite's own threshold.
+	err = s.tx(t.Context(), func(tx *txn) error {
+		if _, err := tx.Tx.ExecContext(t.Context(), `CREATE TABLE scratch (b BLOB)`); err != nil {
+			return err
+		}
+		for range 2000 {
+			if _, err := tx.Tx.ExecContext(t.Context(), `INSERT INTO scratch VALUES (randomblob(8000))`); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for fileSize(t, path) < before+15<<20 {
+		if time.Now().After(deadline) {
+			t.Fatalf("database file is %d bytes 10 s after a 16 MB commit (%d before): the WAL was not checkpointed", fileSize(t, path), before)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func fileSize(t *testing.T, path string) int64 {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
 }
