@@ -24,9 +24,15 @@ import (
 	"time"
 )
 
+// Reporter receives what the server finds wrong with a request it cannot
+// answer as scripted; a *testing.T is one.
+type Reporter interface {
+	Errorf(format string, args ...any)
+}
+
 // Server is the scripted server. Its methods are safe for concurrent use.
 type Server struct {
-	t      testing.TB
+	t      Reporter
 	srv    *httptest.Server
 	apiKey string
 
@@ -48,14 +54,24 @@ func WithAPIKey(key string) Option { return func(s *Server) { s.apiKey = key } }
 // NewServer starts a server closed by t.Cleanup.
 func NewServer(t testing.TB, opts ...Option) *Server {
 	t.Helper()
-	s := &Server{t: t}
+	s := Start(t, opts...)
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Start starts a server outside a test (a load generator, say), reporting
+// to r; the caller stops it with Close.
+func Start(r Reporter, opts ...Option) *Server {
+	s := &Server{t: r}
 	for _, o := range opts {
 		o(s)
 	}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
-	t.Cleanup(s.srv.Close)
 	return s
 }
+
+// Close stops the server, waiting for the requests in flight.
+func (s *Server) Close() { s.srv.Close() }
 
 // URL is the base URL to configure a client with; it ends in /v1.
 func (s *Server) URL() string { return s.srv.URL + "/v1" }
