@@ -1,14 +1,15 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,11 +17,14 @@ import (
 	"github.com/baton-bot/baton/queue/redistest"
 )
 
-// TestGatewayAndTwoWorkers runs the split deployment in one test: `baton
-// gateway` (the task API) and two `baton worker`s sharing Redis, the SQLite
-// file and the workspaces. Both workers take jobs (two requests must be in
-// flight at once, one each), and stopping one of them mid-job loses nothing.
+// TestGatewayAndTwoWorkers runs the split deployment as it is deployed:
+// `baton gateway` (the task API) and two `baton worker` processes of the
+// image's binary sharing Redis, the SQLite file and the workspaces. Both
+// workers take jobs (two requests must be in flight at once, one each),
+// and a worker killed with SIGKILL mid-job loses nothing: its lease
+// expires and the other worker runs the job again.
 func TestGatewayAndTwoWorkers(t *testing.T) {
+	bin := buildStatic(t)
 	srv := redistest.Start(t)
 	var mu sync.Mutex
 	inFlight := 0
@@ -40,25 +44,33 @@ func TestGatewayAndTwoWorkers(t *testing.T) {
 		return llmtest.Call("transition", `{"next_step":"COMPLETE","summary":"done"}`)
 	})
 	conf := writeConfig(t, "http:\n  addr: 127.0.0.1:0\nworkers:\n  concurrency: 1\n  shutdown_grace: 1s\nqueue:\n  lease: 3s\n  heartbeat: 1s\ntools:\n  bash:\n    sandbox: none\n")
-	env := map[string]string{"REDIS_URL": "redis://" + srv.Addr() + "/0", "BATON_DATA_DIR": t.TempDir(),
-		"OPENAI_BASE_URL": llmSrv.URL(), "OPENAI_API_KEY": "sk-x", "BATON_API_TOKEN": "tok"}
-	start := func(cmd string) (context.CancelFunc, *syncBuffer, <-chan struct{}) {
-		ctx, stop := context.WithCancel(context.Background())
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "REDIS_URL=redis://" + srv.Addr() + "/0",
+		"BATON_DATA_DIR=" + t.TempDir(), "OPENAI_BASE_URL=" + llmSrv.URL(), "OPENAI_API_KEY=sk-x", "BATON_API_TOKEN=tok"}
+	start := func(cmd string) (*exec.Cmd, *syncBuffer) {
 		var stderr syncBuffer
-		finished := make(chan struct{}) // closed when the command returned
-		go func() {
-			defer close(finished)
-			m := NewMain()
-			m.Stdout, m.Stderr, m.Env = &bytes.Buffer{}, &stderr, mapEnv(env)
-			if code := m.Report(m.Run(ctx, []string{cmd, "--config", conf})); code != 0 {
-				t.Errorf("baton %s exit %d:\n%s", cmd, code, stderr.String())
+		c := exec.Command(bin, cmd, "--config", conf)
+		c.Env, c.Stdout, c.Stderr = env, &stderr, &stderr
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan struct{})
+		go func() { _ = c.Wait(); close(exited) }()
+		t.Cleanup(func() {
+			_ = c.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-exited:
+			case <-time.After(20 * time.Second):
+				_ = c.Process.Kill()
+				<-exited
 			}
-		}()
-		t.Cleanup(func() { stop(); <-finished })
-		return stop, &stderr, finished
+			if t.Failed() {
+				t.Logf("baton %s log:\n%s", cmd, stderr.String())
+			}
+		})
+		return c, &stderr
 	}
-	_, gwLog, _ := start("gateway")
-	stopA, _, doneA := start("worker")
+	_, gwLog := start("gateway")
+	workerA, _ := start("worker")
 	start("worker")
 
 	var base string
@@ -98,8 +110,10 @@ func TestGatewayAndTwoWorkers(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("never two jobs in flight at once: one worker took no job")
 	}
-	stopA() // one worker leaves mid-run: its job goes back to the queue
-	<-doneA
+	// One worker dies mid-job, without a word to anyone.
+	if err := workerA.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
 	deadline = time.Now().Add(60 * time.Second)
 	for _, id := range ids {
 		for !strings.Contains(call("GET", "/api/tasks/"+id, ""), `"succeeded"`) {
