@@ -117,14 +117,10 @@ func open(ctx context.Context, path string, opts Options, busyMS int) (*Store, e
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	writer, err := sql.Open("sqlite", dsn(path, busyMS, true))
+	writer, err := openSingle(path, busyMS)
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	writer.SetMaxOpenConns(1)
-	writer.SetMaxIdleConns(1)
-	writer.SetConnMaxIdleTime(0)
-	writer.SetConnMaxLifetime(0)
 	reader, err := sql.Open("sqlite", dsn(path, busyMS, false))
 	if err != nil {
 		writer.Close()
@@ -132,16 +128,12 @@ func open(ctx context.Context, path string, opts Options, busyMS int) (*Store, e
 	}
 	// The checkpointer needs a connection that may write the database
 	// file, and one of its own so that it never waits for the writer.
-	ckpt, err := sql.Open("sqlite", dsn(path, busyMS, true))
+	ckpt, err := openSingle(path, busyMS)
 	if err != nil {
 		writer.Close()
 		reader.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	ckpt.SetMaxOpenConns(1)
-	ckpt.SetMaxIdleConns(1)
-	ckpt.SetConnMaxIdleTime(0)
-	ckpt.SetConnMaxLifetime(0)
 	every := opts.checkpointEvery
 	if every <= 0 {
 		every = checkpointEvery
@@ -180,6 +172,20 @@ func open(ctx context.Context, path string, opts Options, busyMS int) (*Store, e
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	return s, nil
+}
+
+// openSingle opens a pool of exactly one connection that may write, kept
+// open for the store's life.
+func openSingle(path string, busyMS int) (*sql.DB, error) {
+	db, err := sql.Open("sqlite", dsn(path, busyMS, true))
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	db.SetConnMaxIdleTime(0)
+	db.SetConnMaxLifetime(0)
+	return db, nil
 }
 
 // dsn builds a modernc.org/sqlite data source name whose pragmas apply to
@@ -369,15 +375,17 @@ func (s *Store) checkpointLoop(every time.Duration) {
 	}
 }
 
-// checkpoint runs one PASSIVE checkpoint and reports the WAL's size and how
-// much of it is now in the database file, in pages.
+// checkpoint runs one PASSIVE checkpoint and logs, at debug level, the
+// WAL's size and how much of it is now in the database file, in pages.
 func (s *Store) checkpoint(ctx context.Context) error {
 	var blocked, wal, copied int
 	err := s.ckpt.QueryRowContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&blocked, &wal, &copied)
 	if err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
-	s.log.Debug("WAL checkpoint", "wal_pages", wal, "copied_pages", copied)
+	if wal > 0 {
+		s.log.Debug("WAL checkpoint", "wal_pages", wal, "copied_pages", copied)
+	}
 	return nil
 }
 
