@@ -498,7 +498,9 @@ func exampleKeys(n *yaml.Node, prefix string, out map[string]bool) {
 
 const examplePath = "../configs/baton.yaml"
 
-func TestExampleDocumentsEveryKey(t *testing.T) {
+// exampleConfig parses the example config into a YAML node tree.
+func exampleConfig(t *testing.T) *yaml.Node {
+	t.Helper()
 	data, err := os.ReadFile(examplePath)
 	if err != nil {
 		t.Fatal(err)
@@ -507,6 +509,11 @@ func TestExampleDocumentsEveryKey(t *testing.T) {
 	if err := yaml.Unmarshal(data, &root); err != nil {
 		t.Fatalf("%s: %v", examplePath, err)
 	}
+	return &root
+}
+
+func TestExampleDocumentsEveryKey(t *testing.T) {
+	root := exampleConfig(t)
 	documented := map[string]bool{}
 	exampleKeys(root.Content[0], "", documented)
 	keys := configKeys(reflect.TypeOf(Config{}), "")

@@ -24,14 +24,7 @@ const (
 // meaning the example config gives it (the table is generated from the
 // example; -update rewrites it).
 func TestReadmeConfigReference(t *testing.T) {
-	data, err := os.ReadFile(examplePath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var root yaml.Node
-	if err := yaml.Unmarshal(data, &root); err != nil {
-		t.Fatalf("%s: %v", examplePath, err)
-	}
+	root := exampleConfig(t)
 	var rows []referenceRow
 	exampleLeaves(root.Content[0], "", &rows)
 

@@ -45,23 +45,9 @@ func TestServeTaskAPI(t *testing.T) {
 	if code, body := get("/readyz"); code != 200 {
 		t.Errorf("/readyz = %d %q", code, body)
 	}
-	req, _ := http.NewRequest("POST", base+"/api/tasks", strings.NewReader(`{"text":"hello"}`))
-	req.Header.Set("Authorization", "Bearer t0ken")
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var created struct {
-		Task struct{ ID int64 } `json:"task"`
-	}
-	_ = json.NewDecoder(resp.Body).Decode(&created)
-	resp.Body.Close()
-	if resp.StatusCode != 201 || created.Task.ID == 0 {
-		t.Fatalf("create = %d, task %d", resp.StatusCode, created.Task.ID)
-	}
+	taskID := createTask(t, base, "t0ken", "hello")
 	for {
-		req, _ := http.NewRequest("GET", fmt.Sprintf("%s/api/tasks/%d", base, created.Task.ID), nil)
+		req, _ := http.NewRequest("GET", fmt.Sprintf("%s/api/tasks/%d", base, taskID), nil)
 		req.Header.Set("Authorization", "Bearer t0ken")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -252,6 +238,29 @@ type running struct {
 	stop   context.CancelFunc
 	stderr *syncBuffer
 	done   chan int // its exit code
+}
+
+// createTask creates a task over the task API with bearer token and
+// returns its id, failing the test unless the API answers 201 with one.
+func createTask(t testing.TB, base, token, text string) int64 {
+	t.Helper()
+	body, _ := json.Marshal(map[string]string{"text": text})
+	req, _ := http.NewRequest("POST", base+"/api/tasks", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var created struct {
+		Task struct{ ID int64 } `json:"task"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&created)
+	if resp.StatusCode != http.StatusCreated || created.Task.ID == 0 {
+		t.Fatalf("create task = %d, task %d", resp.StatusCode, created.Task.ID)
+	}
+	return created.Task.ID
 }
 
 // runBackground starts `baton args…` with env in a goroutine.

@@ -60,17 +60,7 @@ func TestScrapeDuringShutdown(t *testing.T) {
 				ops = "http://" + r.logged(t, `admin endpoints on" addr=(\S+)`)
 			}
 
-			req, _ := http.NewRequest("POST", base+"/api/tasks", strings.NewReader(`{"text":"hello"}`))
-			req.Header.Set("Authorization", "Bearer t0ken")
-			req.Header.Set("Content-Type", "application/json")
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusCreated {
-				t.Fatalf("create task = %d", resp.StatusCode)
-			}
+			createTask(t, base, "t0ken", "hello")
 			waitMetric(t, ops, `baton_jobs{state="running"} 1`)
 
 			var stopping, stopped atomic.Bool

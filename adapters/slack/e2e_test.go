@@ -59,18 +59,10 @@ func (w *world) send(body, retry string) {
 	}
 }
 
+// jobs returns the jobs of the task of the thread under root, newest first.
 func (w *world) jobs(root string) []core.Job {
 	w.t.Helper()
-	ctx := context.Background()
-	task, err := w.sys.Store.TaskByThread(ctx, thread(root))
-	if err != nil {
-		return nil
-	}
-	jobs, err := w.sys.Store.Jobs(ctx, core.JobFilter{TaskID: task.ID})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	return jobs
+	return w.jobsIn(thread(root))
 }
 
 func (w *world) waitJob(root string, s core.JobState) {

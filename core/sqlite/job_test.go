@@ -826,19 +826,7 @@ func TestStartJobNotes(t *testing.T) {
 	if _, err := s.StartJob(ctx, j.ID, 1, note); !errors.Is(err, core.ErrStale) {
 		t.Fatalf("stale claim: err = %v, want ErrStale", err)
 	}
-	rows, err := s.reader.QueryContext(ctx, `SELECT `+outboxCols+` FROM outbox o WHERE o.job_id = ?`, j.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var got []core.OutboxMessage
-	for rows.Next() {
-		m, err := scanOutbox(rows)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, m)
-	}
+	got := outboxRows(t, s, `WHERE o.job_id = ?`, j.ID)
 	if len(got) != 1 || got[0].TaskID != j.TaskID || got[0].Attempt != 1 || got[0].Payload != note.Payload {
 		t.Errorf("outbox after the claims = %+v; want the one note of attempt 1", got)
 	}

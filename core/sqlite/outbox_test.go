@@ -29,17 +29,8 @@ func TestAddOutboxSeq(t *testing.T) {
 	if err := s.AddOutbox(ctx); err != nil {
 		t.Errorf("AddOutbox with nothing: %v", err)
 	}
-	rows, err := s.reader.QueryContext(ctx, `SELECT `+outboxCols+` FROM outbox o ORDER BY id`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
 	var got []core.OutboxMessage
-	for rows.Next() {
-		m, err := scanOutbox(rows)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, m := range outboxRows(t, s, `ORDER BY id`) {
 		if m.CreatedAt.IsZero() || m.ID == 0 {
 			t.Errorf("message %+v has no id or creation time", m)
 		}
@@ -56,7 +47,7 @@ func TestAddOutboxSeq(t *testing.T) {
 	}
 
 	// One bad message stores none.
-	err = s.AddOutbox(ctx, core.OutboxMessage{TaskID: a.ID, Kind: core.OutboxPost}, core.OutboxMessage{TaskID: 999, Kind: core.OutboxPost})
+	err := s.AddOutbox(ctx, core.OutboxMessage{TaskID: a.ID, Kind: core.OutboxPost}, core.OutboxMessage{TaskID: 999, Kind: core.OutboxPost})
 	if !errors.Is(err, core.ErrNotFound) {
 		t.Errorf("AddOutbox with a missing task: %v, want ErrNotFound", err)
 	}
@@ -330,4 +321,26 @@ func TestOutboxStats(t *testing.T) {
 	if got.Pending != 2 || got.Failed != 1 || got.OldestPending.IsZero() {
 		t.Errorf("stats = %+v, want 2 pending (with the oldest's time) and 1 failed", got)
 	}
+}
+
+// outboxRows reads the outbox messages the clause after FROM picks.
+func outboxRows(t *testing.T, s *Store, clause string, args ...any) []core.OutboxMessage {
+	t.Helper()
+	rows, err := s.reader.QueryContext(t.Context(), `SELECT `+outboxCols+` FROM outbox o `+clause, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []core.OutboxMessage
+	for rows.Next() {
+		m, err := scanOutbox(rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
