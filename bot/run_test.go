@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -196,4 +197,50 @@ func openPTY(t *testing.T) (ptm, tty *os.File) {
 	}
 	t.Cleanup(func() { tty.Close(); ptm.Close() })
 	return ptm, tty
+}
+
+// TestRunJobLongerThanThirtySeconds: a job whose Bash call runs 45 s (5
+// minutes with BATON_LONG_TESTS=1) records its outcome once: one run of
+// the command, one answer, one claim. The attempt's settling writes used to
+// share a 30-second deadline taken before the job started.
+func TestRunJobLongerThanThirtySeconds(t *testing.T) {
+	t.Parallel()
+	seconds := 45
+	if os.Getenv("BATON_LONG_TESTS") != "" {
+		seconds = 300
+	}
+	n := newNewcomer(t)
+	n.srv.Script(
+		llmtest.Call("Bash", fmt.Sprintf(`{"command":"sleep %d && echo ran >> output/effects.txt","timeout_s":%d}`, seconds, seconds+60)),
+		llmtest.Call("transition", `{"next_step":"COMPLETE","summary":"Slept and wrote output/effects.txt."}`),
+	)
+	done := make(chan struct{})
+	var code int
+	var stdout, stderr string
+	go func() {
+		defer close(done)
+		code, stdout, stderr = n.run("sleep, then write a file")
+	}()
+	select {
+	case <-done:
+	case <-time.After(time.Duration(seconds)*time.Second + 3*time.Minute):
+		t.Fatal("baton run did not end")
+	}
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	if got := strings.Count(stdout, "Slept and wrote output/effects.txt."); got != 1 {
+		t.Errorf("the answer was printed %d times, want once:\n%s", got, stdout)
+	}
+	m := regexp.MustCompile(`baton: workspace (\S+)`).FindStringSubmatch(stderr)
+	if m == nil {
+		t.Fatalf("stderr does not name the workspace:\n%s", stderr)
+	}
+	effects, err := os.ReadFile(filepath.Join(m[1], "output", "effects.txt"))
+	if err != nil || string(effects) != "ran\n" {
+		t.Errorf("output/effects.txt = %q, %v; want the command's one run", effects, err)
+	}
+	if reqs := len(n.srv.Requests()); reqs != 2 {
+		t.Errorf("the model was asked %d times, want 2 (the job ran once)", reqs)
+	}
 }

@@ -89,7 +89,11 @@ type ExecutorConfig struct {
 	Meter       ExecutorMeter             // optional
 	MaxFailures int                       // failed runs before a job fails for good (5)
 	Backoff     func(n int) time.Duration // delay before the n-th retry (core.RetryBackoff)
-	Logger      *slog.Logger
+	// SettleTimeout bounds each store write that claims or settles an
+	// attempt (30 s). Each write gets its own deadline, taken when it
+	// starts, so a run of any length can still record its outcome.
+	SettleTimeout time.Duration
+	Logger        *slog.Logger
 }
 
 // Executor is the Handler that runs the store's jobs: it marks the job
@@ -116,6 +120,9 @@ func NewExecutor(store Store, q core.Queue, e Engine, cfg ExecutorConfig) *Execu
 	if cfg.Backoff == nil {
 		cfg.Backoff = core.RetryBackoff
 	}
+	if cfg.SettleTimeout <= 0 {
+		cfg.SettleTimeout = 30 * time.Second
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -125,21 +132,7 @@ func NewExecutor(store Store, q core.Queue, e Engine, cfg ExecutorConfig) *Execu
 // Handle runs the job of lease l.
 func (x *Executor) Handle(ctx context.Context, l core.Lease) Result {
 	log := x.log.With("job", l.JobID, "attempt", l.Attempt)
-	// Store writes that settle the attempt must land even when ctx is
-	// cancelled: they run on a detached context with a deadline.
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-
-	// The claim's notices (the status message, a reaction) are written
-	// with the claim, in its transaction.
-	var notes []core.OutboxMessage
-	if x.cfg.Notify != nil {
-		pre, err := x.store.Job(wctx, l.JobID)
-		if err == nil && (pre.State == core.JobQueued || pre.State == core.JobRunning) {
-			notes = x.cfg.Notify.Claimed(wctx, pre)
-		}
-	}
-	j, err := x.store.StartJob(wctx, l.JobID, l.Attempt, notes...)
+	j, err := x.start(ctx, l)
 	var terr *core.TransitionError
 	switch {
 	case errors.Is(err, core.ErrStale):
@@ -150,7 +143,9 @@ func (x *Executor) Handle(ctx context.Context, l core.Lease) Result {
 		return Result{Action: Ack}
 	case errors.As(err, &terr):
 		if terr.From == core.JobWaitingHuman || terr.From == core.JobWaitingSubtasks {
+			wctx, cancel := x.settleCtx(ctx)
 			cur, jerr := x.store.Job(wctx, l.JobID)
+			cancel()
 			if jerr == nil && cur.State == terr.From {
 				return Result{Action: Park, WaitSeq: cur.WaitSeq}
 			}
@@ -193,11 +188,13 @@ func (x *Executor) Handle(ctx context.Context, l core.Lease) Result {
 		}
 	}
 
-	done, err := x.finish(wctx, j, fin)
+	// The run may have taken far longer than any deadline set before it:
+	// settling starts its own clock now.
+	done, err := x.finish(ctx, j, fin)
 	if errors.Is(err, core.ErrAborted) {
 		// The abort was requested while the run was ending: it wins.
 		fin = core.Finish{To: core.JobAborted}
-		done, err = x.finish(wctx, j, fin)
+		done, err = x.finish(ctx, j, fin)
 	}
 	switch {
 	case errors.Is(err, core.ErrStale):
@@ -207,6 +204,8 @@ func (x *Executor) Handle(ctx context.Context, l core.Lease) Result {
 		log.Error("recording the job's outcome failed", "err", err)
 		return Result{Action: Nack, Delay: x.cfg.Backoff(l.Failures + 1)}
 	}
+	wctx, cancel := x.settleCtx(ctx)
+	defer cancel()
 	x.afterFinish(wctx, done, log)
 	if x.cfg.Notify != nil {
 		x.cfg.Notify.Finished(wctx, done, fin)
@@ -225,8 +224,33 @@ func (x *Executor) Handle(ctx context.Context, l core.Lease) Result {
 	}
 }
 
-// finish records fin with the notifier's messages for it.
+// settleCtx returns the context of one store write that claims or settles
+// an attempt: it lands even when ctx is cancelled (abort, shutdown, a lost
+// lease), within SettleTimeout from now.
+func (x *Executor) settleCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), x.cfg.SettleTimeout)
+}
+
+// start marks the job of l running under its attempt, with the claim's
+// notices (the status message, a reaction) in the same transaction.
+func (x *Executor) start(ctx context.Context, l core.Lease) (core.Job, error) {
+	ctx, cancel := x.settleCtx(ctx)
+	defer cancel()
+	var notes []core.OutboxMessage
+	if x.cfg.Notify != nil {
+		pre, err := x.store.Job(ctx, l.JobID)
+		if err == nil && (pre.State == core.JobQueued || pre.State == core.JobRunning) {
+			notes = x.cfg.Notify.Claimed(ctx, pre)
+		}
+	}
+	return x.store.StartJob(ctx, l.JobID, l.Attempt, notes...)
+}
+
+// finish records fin with the notifier's messages for it, under a deadline
+// of its own.
 func (x *Executor) finish(ctx context.Context, j core.Job, fin core.Finish) (core.Job, error) {
+	ctx, cancel := x.settleCtx(ctx)
+	defer cancel()
 	if x.cfg.Notify != nil {
 		fin.Outbox = append(fin.Outbox, x.cfg.Notify.Finishing(ctx, j, fin)...)
 	}

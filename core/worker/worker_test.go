@@ -460,3 +460,46 @@ func TestQueueWaitIsMeasured(t *testing.T) {
 		t.Errorf("queue waits = %v, want one of at least %s", waits, held)
 	}
 }
+
+// TestRunLongerThanSettleTimeout: a run that outlasts the settle timeout
+// still records its outcome, because each settling write takes its own
+// deadline when it starts.
+func TestRunLongerThanSettleTimeout(t *testing.T) {
+	st, err := sqlite.Open(context.Background(), t.TempDir()+"/baton.db", sqlite.Options{WorkspaceRoot: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	q := queue.NewMemory(queue.Options{Lease: time.Minute})
+	t.Cleanup(func() { q.Close() })
+	d := worker.Dispatch{Store: st, Queue: q}
+	task, _, err := st.EnsureTask(context.Background(), core.Task{Thread: core.ThreadRef{Platform: core.PlatformConsole, Channel: "test", Thread: "long"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := d.Create(context.Background(), core.Job{TaskID: task.ID, Piece: "test", Instruction: "take your time"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs atomic.Int32
+	const settle = 50 * time.Millisecond
+	x := worker.NewExecutor(st, q, worker.EngineFunc(func(ctx context.Context, r *worker.Run) (core.Finish, error) {
+		runs.Add(1)
+		time.Sleep(6 * settle) // longer than any deadline taken before the run
+		return core.Finish{To: core.JobSucceeded, ResultSummary: "done"}, nil
+	}), worker.ExecutorConfig{SettleTimeout: settle})
+	l, err := q.Claim(context.Background(), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := x.Handle(context.Background(), l); res.Action != worker.Ack {
+		t.Errorf("Handle = %v, want Ack", res.Action)
+	}
+	got, err := st.Job(context.Background(), j.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != core.JobSucceeded || got.ResultSummary != "done" || runs.Load() != 1 {
+		t.Errorf("job %s %q after %d runs, want succeeded %q after 1", got.State, got.ResultSummary, runs.Load(), "done")
+	}
+}
