@@ -120,7 +120,8 @@ type WorkspacesConfig struct {
 
 // HTTPConfig is the main HTTP listener.
 type HTTPConfig struct {
-	Addr string `yaml:"addr"`
+	Addr           string `yaml:"addr"`
+	MaxConnections int    `yaml:"max_connections"`
 }
 
 // AdminConfig is the optional separate listener for metrics and health.
@@ -207,7 +208,7 @@ func DefaultConfig() Config {
 		}},
 		Files:      FilesConfig{MaxBytes: 20000000},
 		Workspaces: WorkspacesConfig{Retention: 720 * time.Hour},
-		HTTP:       HTTPConfig{Addr: "127.0.0.1:8080"},
+		HTTP:       HTTPConfig{Addr: "127.0.0.1:8080", MaxConnections: 512},
 		Log:        LogConfig{Format: "text", Level: "info"},
 		Slack: SlackConfig{
 			Mode:       "socket",
@@ -554,6 +555,7 @@ func (c Config) Validate() error {
 	v.duration("workspaces.retention", c.Workspaces.Retention)
 
 	v.addr("http.addr", c.HTTP.Addr, true)
+	v.positive("http.max_connections", int64(c.HTTP.MaxConnections))
 	v.addr("admin.addr", c.Admin.Addr, false)
 
 	v.oneOf("log.format", c.Log.Format, "text", "json")

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/net/netutil"
+
 	"github.com/baton-bot/baton/adapters/api"
 	"github.com/baton-bot/baton/adapters/discord"
 	"github.com/baton-bot/baton/adapters/slack"
@@ -48,7 +50,8 @@ func (m *Main) serveAll(ctx context.Context, cmd string, workers bool) error {
 			return err
 		}
 		ops = http.NewServeMux()
-		adminSrv = &http.Server{Handler: ops, ReadHeaderTimeout: 10 * time.Second, ErrorLog: httpErrorLog(m.Logger)}
+		adminSrv = newHTTPServer(ops, m.Logger)
+		aln = limitConns(aln, m.Config.HTTP.MaxConnections)
 		go func() { _ = adminSrv.Serve(aln) }()
 		m.Logger.Info("admin endpoints on", "addr", aln.Addr().String())
 	}
@@ -83,7 +86,8 @@ func (m *Main) serveAll(ctx context.Context, cmd string, workers bool) error {
 		sys.deliver(workCtx, core.PlatformAPI, api.Poster{})
 		m.Logger.Info("task API on", "addr", ln.Addr().String())
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: httpErrorLog(m.Logger)}
+	srv := newHTTPServer(mux, m.Logger)
+	ln = limitConns(ln, m.Config.HTTP.MaxConnections)
 
 	var wg sync.WaitGroup
 	runCtx, stopRun := context.WithCancel(ctx)
@@ -232,6 +236,37 @@ func slackGroups(a AccessConfig) []string {
 
 // httpErrorLog sends net/http's own messages (a handler's panic, a TLS
 // handshake error) to Baton's log rather than the standard logger.
+// HTTP limits: a client has requestRead to send a request, headers and body;
+// a response is written within responseWrite; an idle keep-alive connection
+// is closed after idleConn. Bodies are capped at maxRequestBody on every
+// route (routes may cap lower).
+const (
+	requestRead    = 10 * time.Second
+	responseWrite  = 30 * time.Second
+	idleConn       = 60 * time.Second
+	maxRequestBody = 1 << 20
+)
+
+// newHTTPServer returns the server of one of Baton's listeners: slow or idle
+// clients are cut off, so that they cannot hold connections open for ever.
+func newHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           http.MaxBytesHandler(h, maxRequestBody),
+		ReadHeaderTimeout: requestRead,
+		ReadTimeout:       requestRead,
+		WriteTimeout:      responseWrite,
+		IdleTimeout:       idleConn,
+		ErrorLog:          httpErrorLog(log),
+	}
+}
+
+// limitConns caps the connections ln has open at once at n (http.
+// max_connections), below the process's open-file limit, so that a flood of
+// clients cannot starve the health checks and the store of descriptors.
+func limitConns(ln net.Listener, n int) net.Listener {
+	return netutil.LimitListener(ln, n)
+}
+
 func httpErrorLog(log *slog.Logger) *stdlog.Logger {
 	return slog.NewLogLogger(log.With("component", "http").Handler(), slog.LevelWarn)
 }

@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -304,5 +308,81 @@ func TestSlackGroups(t *testing.T) {
 	want := []string{"slack-group:S1", "slack-group:S2"}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("slackGroups = %q, want %q", got, want)
+	}
+}
+
+// TestServeSlowClients: 300 clients that send their headers and then trickle
+// a body never complete keep neither /healthz nor a signed Slack event from
+// answering, and are cut off within 30 s.
+func TestServeSlowClients(t *testing.T) {
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"ok":true,"user_id":"UBATON","bot_id":"BBATON","team_id":"T1","user":"baton"}`)
+	}))
+	defer api.Close()
+	conf := writeConfig(t, "http:\n  addr: 127.0.0.1:0\nslack:\n  enabled: true\n  mode: http\n  api_url: "+api.URL+"/\ntools:\n  bash:\n    sandbox: none\n")
+	r := runBackground(t, map[string]string{"BATON_DATA_DIR": t.TempDir(), "SLACK_BOT_TOKEN": "xoxb-secret", "SLACK_SIGNING_SECRET": "sig-secret"}, "serve", "--config", conf)
+	defer func() { r.stop(); <-r.done }()
+	addr := r.logged(t, `baton serve started" http=(\S+)`)
+
+	start := time.Now()
+	slow := make([]net.Conn, 300)
+	for i := range slow {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatalf("slow client %d: %v", i, err)
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "POST /slack/events HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{", addr)
+		slow[i] = c
+	}
+	stopTrickle := make(chan struct{})
+	defer close(stopTrickle)
+	go func() {
+		for {
+			select {
+			case <-stopTrickle:
+				return
+			case <-time.After(time.Second):
+			}
+			for _, c := range slow {
+				c.Write([]byte(" ")) //nolint:errcheck // a closed one is what the test wants
+			}
+		}
+	}()
+
+	client := &http.Client{Timeout: 5 * time.Second}
+	resp, err := client.Get("http://" + addr + "/healthz")
+	if err != nil {
+		t.Fatalf("/healthz with 300 slow clients: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("/healthz = %d", resp.StatusCode)
+	}
+	body := `{"type":"url_verification","token":"x","challenge":"still-answering"}`
+	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/slack/events", strings.NewReader(body))
+	ts := strconv.FormatInt(time.Now().Unix(), 10)
+	mac := hmac.New(sha256.New, []byte("sig-secret"))
+	fmt.Fprintf(mac, "v0:%s:%s", ts, body)
+	req.Header.Set("X-Slack-Request-Timestamp", ts)
+	req.Header.Set("X-Slack-Signature", "v0="+hex.EncodeToString(mac.Sum(nil)))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err = client.Do(req)
+	if err != nil {
+		t.Fatalf("signed event with 300 slow clients: %v", err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(got), "still-answering") {
+		t.Errorf("signed event = %d %q", resp.StatusCode, got)
+	}
+
+	for i, c := range slow {
+		c.SetReadDeadline(start.Add(30 * time.Second))
+		_, err := io.Copy(io.Discard, c)
+		if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			t.Fatalf("slow client %d still connected after 30 s", i)
+		}
 	}
 }
