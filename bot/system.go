@@ -223,7 +223,9 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger, opts systemOpt
 			Enabled: cfg.Context.Compaction == "on", Mask: cfg.Context.Mask, Compact: cfg.Context.Compact,
 		},
 		ToolResultMaxTokens: cfg.Context.ToolResultMaxTokens, ReminderAfter: cfg.Agent.ReminderAfter,
-		WorkspaceRoot: workspaceRoot(cfg), Observer: observer, Meter: sys.metrics, Logger: log,
+		WorkspaceRoot: workspaceRoot(cfg), MaxWorkspaceBytes: cfg.Workspaces.MaxBytes,
+		Floor:    workspace.NewFloor(workspace.FloorConfig{Dir: cfg.DataDir, MinFreeBytes: cfg.Workspaces.MinFreeBytes, Logger: log}),
+		Observer: observer, Meter: sys.metrics, Logger: log,
 	})
 	if err != nil {
 		return nil, err
