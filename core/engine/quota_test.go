@@ -47,7 +47,7 @@ func TestWorkspaceCap(t *testing.T) {
 	f.srv.Script(
 		llmtest.Call("Write", `{"path":"output/big.txt","content":"`+big+`"}`),
 		llmtest.Call("Write", `{"path":"output/small.txt","content":"refused"}`),
-		llmtest.Call("Edit", `{"path":"output/big.txt","old":"xx","new":"y"}`),
+		llmtest.Call("Edit", `{"path":"output/big.txt","old_string":"xx","new_string":"y"}`),
 		llmtest.Call("Bash", `{"command":"rm output/big.txt"}`),
 		llmtest.Call("Write", `{"path":"output/small.txt","content":"allowed"}`),
 		llmtest.Transition("COMPLETE", "done"),
