@@ -11,7 +11,7 @@ import (
 // defaults, with the workers and the console's outbox deliverer in this
 // process.
 func (m *Main) chatSession(ctx context.Context) error {
-	sys, err := newSystem(ctx, m.Config, m.Logger, systemOptions{embedded: true, converse: true})
+	sys, err := newSystem(ctx, m.Config, m.Logger, systemOptions{embedded: true, converse: true, workspaces: m.workspaces})
 	if err != nil {
 		return m.systemErr("chat", err)
 	}

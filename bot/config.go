@@ -116,6 +116,11 @@ type FilesConfig struct {
 // WorkspacesConfig governs task workspaces.
 type WorkspacesConfig struct {
 	Retention time.Duration `yaml:"retention"`
+	// MaxBytes caps each workspace (workspace.Quota); 0: no cap.
+	MaxBytes int64 `yaml:"max_bytes"`
+	// MinFreeBytes is data_dir's free-space floor below which tools may
+	// not write (workspace.Floor); 0: none.
+	MinFreeBytes int64 `yaml:"min_free_bytes"`
 }
 
 // HTTPConfig is the main HTTP listener.
@@ -207,7 +212,7 @@ func DefaultConfig() Config {
 			Timeout: 120 * time.Second,
 		}},
 		Files:      FilesConfig{MaxBytes: 20000000},
-		Workspaces: WorkspacesConfig{Retention: 720 * time.Hour},
+		Workspaces: WorkspacesConfig{Retention: 720 * time.Hour, MaxBytes: 2000000000, MinFreeBytes: 1000000000},
 		HTTP:       HTTPConfig{Addr: "127.0.0.1:8080", MaxConnections: 512},
 		Log:        LogConfig{Format: "text", Level: "info"},
 		Slack: SlackConfig{
@@ -553,6 +558,8 @@ func (c Config) Validate() error {
 
 	v.positive("files.max_bytes", c.Files.MaxBytes)
 	v.duration("workspaces.retention", c.Workspaces.Retention)
+	v.notNegative("workspaces.max_bytes", c.Workspaces.MaxBytes)
+	v.notNegative("workspaces.min_free_bytes", c.Workspaces.MinFreeBytes)
 
 	v.addr("http.addr", c.HTTP.Addr, true)
 	v.positive("http.max_connections", int64(c.HTTP.MaxConnections))

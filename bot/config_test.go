@@ -278,6 +278,8 @@ func TestValidate(t *testing.T) {
 		{"tools.bash.timeout", func(c *Config) { c.Tools.Bash.Timeout = 0 }, "tools.bash.timeout"},
 		{"files.max_bytes", func(c *Config) { c.Files.MaxBytes = 0 }, "files.max_bytes"},
 		{"workspaces.retention", func(c *Config) { c.Workspaces.Retention = 0 }, "workspaces.retention"},
+		{"workspaces.max_bytes", func(c *Config) { c.Workspaces.MaxBytes = -1 }, "workspaces.max_bytes"},
+		{"workspaces.min_free_bytes", func(c *Config) { c.Workspaces.MinFreeBytes = -1 }, "workspaces.min_free_bytes"},
 		{"http.addr empty", func(c *Config) { c.HTTP.Addr = "" }, "http.addr"},
 		{"http.addr no port", func(c *Config) { c.HTTP.Addr = "localhost" }, "http.addr"},
 		{"admin.addr", func(c *Config) { c.Admin.Addr = "9090" }, "admin.addr"},

@@ -24,6 +24,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"github.com/baton-bot/baton/core/workspace"
 )
 
 // version is set at build time: go build -ldflags "-X main.version=1.2.3".
@@ -60,6 +62,10 @@ type Main struct {
 	// Set by Run for the commands that load a configuration.
 	Config Config
 	Logger *slog.Logger
+
+	// workspaces is what --adopt-workspaces or --discard-workspaces said
+	// to do with workspaces the store does not know (see claimWorkspaces).
+	workspaces workspace.Policy
 }
 
 // NewMain returns a Main wired to the process: standard streams, the real
@@ -138,11 +144,11 @@ var commands []command
 func init() {
 	// Assigned here, not in the declaration, because help refers to commands.
 	commands = []command{
-		{"serve", "[--config FILE]", "run everything in one process: adapters, deliverers, workers, HTTP", (*Main).serve},
-		{"gateway", "[--config FILE]", "run adapters, deliverers and HTTP, without workers (needs Redis)", (*Main).gateway},
-		{"worker", "[--config FILE]", "run workers only (needs Redis)", (*Main).worker},
-		{"chat", "[--config FILE] [--data-dir DIR] [--piece P]", "talk to Baton in an interactive console thread", (*Main).chat},
-		{"run", `[--config FILE] [--data-dir DIR] [--piece P] [--task N] "instruction"`, "run one job in this process; the answer goes to stdout", (*Main).runJob},
+		{"serve", "[--config FILE] [--adopt-workspaces|--discard-workspaces]", "run everything in one process: adapters, deliverers, workers, HTTP", (*Main).serve},
+		{"gateway", "[--config FILE] [--adopt-workspaces|--discard-workspaces]", "run adapters, deliverers and HTTP, without workers (needs Redis)", (*Main).gateway},
+		{"worker", "[--config FILE] [--adopt-workspaces|--discard-workspaces]", "run workers only (needs Redis)", (*Main).worker},
+		{"chat", "[--config FILE] [--data-dir DIR] [--piece P] [--adopt-workspaces|--discard-workspaces]", "talk to Baton in an interactive console thread", (*Main).chat},
+		{"run", `[--config FILE] [--data-dir DIR] [--piece P] [--task N] [--adopt-workspaces|--discard-workspaces] "instruction"`, "run one job in this process; the answer goes to stdout", (*Main).runJob},
 		{"pieces", "validate [--config FILE] [FILES] | list [--config FILE]", "check piece files, or list the pieces", (*Main).pieces},
 		{"migrate", "[--config FILE]", "apply the database migrations", (*Main).migrate},
 		{"version", "", "print the version", (*Main).printVersion},
@@ -203,6 +209,19 @@ func (m *Main) usage(w io.Writer) {
 type commonFlags struct {
 	config  string
 	dataDir string
+	// The commands that run jobs (see runsJobs): what to do with
+	// workspaces the store does not know.
+	adopt, discard bool
+}
+
+// runsJobs reports whether cmd opens the store and the workspaces for
+// jobs, and so takes --adopt-workspaces and --discard-workspaces.
+func runsJobs(cmd string) bool {
+	switch cmd {
+	case "serve", "gateway", "worker", "chat", "run":
+		return true
+	}
+	return false
 }
 
 // flagSet returns a flag set for cmd that prints errors and usage to Stderr.
@@ -213,6 +232,10 @@ func (m *Main) flagSet(cmd string, cf *commonFlags, withDataDir bool) *flag.Flag
 	fs.StringVar(&cf.config, "config", "", "config `file` (default: $BATON_CONFIG, else built-in defaults)")
 	if withDataDir {
 		fs.StringVar(&cf.dataDir, "data-dir", "", "data `directory`, overriding data_dir and BATON_DATA_DIR")
+	}
+	if runsJobs(cmd) {
+		fs.BoolVar(&cf.adopt, adoptFlag, false, "keep the workspaces in data_dir that this store does not know (its file is new or was replaced), as this store's")
+		fs.BoolVar(&cf.discard, discardFlag, false, "move the workspaces in data_dir that this store does not know out of workspaces/ (to workspaces.discarded-TIME/)")
 	}
 	fs.Usage = func() {
 		c, _ := lookup(cmd)
@@ -239,6 +262,14 @@ func parse(fs *flag.FlagSet, args []string) error {
 // setup loads and validates the configuration and builds the logger. Every
 // failure is a usage error (exit 2) naming the key, file and line.
 func (m *Main) setup(cmd string, cf commonFlags) error {
+	switch {
+	case cf.adopt && cf.discard:
+		return usageErr("baton %s: --%s and --%s exclude each other", cmd, adoptFlag, discardFlag)
+	case cf.adopt:
+		m.workspaces = workspace.Adopt
+	case cf.discard:
+		m.workspaces = workspace.Discard
+	}
 	cfg, err := LoadConfig(cf.config, m.Env)
 	if err != nil {
 		return configErr(cmd, err)
@@ -330,7 +361,7 @@ func (m *Main) worker(ctx context.Context, args []string) error {
 	if err := m.requireRedis("worker"); err != nil {
 		return err
 	}
-	sys, err := newSystem(ctx, m.Config, m.Logger, systemOptions{converse: true})
+	sys, err := newSystem(ctx, m.Config, m.Logger, systemOptions{converse: true, workspaces: m.workspaces})
 	if err != nil {
 		return m.systemErr("worker", err)
 	}
@@ -473,6 +504,10 @@ func (m *Main) systemErr(cmd string, err error) error {
 	var ce *ConfigError
 	if errors.As(err, &ce) {
 		return configErr(cmd, err)
+	}
+	if errors.Is(err, workspace.ErrForeign) {
+		return usageErr("baton %s: %v\nThe store is new or its file was replaced, and these workspaces may hold another person's files. Start once with --%s to keep them for this store, or with --%s to move them out of the way.",
+			cmd, err, adoptFlag, discardFlag)
 	}
 	return err
 }

@@ -37,7 +37,7 @@ func consoleUser(env func(string) string) (id, name string) {
 // run runs one job in this process on the in-process queue: a new task, or
 // task jf.task continued (answering its question, or a new request in it).
 func (m *Main) run(ctx context.Context, jf jobFlags, instruction string) error {
-	sys, err := newSystem(ctx, m.Config, m.Logger, systemOptions{embedded: true})
+	sys, err := newSystem(ctx, m.Config, m.Logger, systemOptions{embedded: true, workspaces: m.workspaces})
 	if err != nil {
 		return m.systemErr("run", err)
 	}

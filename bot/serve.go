@@ -28,7 +28,7 @@ import (
 // taking requests, lets running jobs finish for workers.shutdown_grace and
 // requeues the rest.
 func (m *Main) serveAll(ctx context.Context, cmd string, workers bool) error {
-	sys, err := newSystem(ctx, m.Config, m.Logger, systemOptions{converse: true})
+	sys, err := newSystem(ctx, m.Config, m.Logger, systemOptions{converse: true, workspaces: m.workspaces})
 	if err != nil {
 		return m.systemErr(cmd, err)
 	}
@@ -316,7 +316,11 @@ func (s *system) opsRoutes(live context.Context, mux *http.ServeMux) {
 			return
 		}
 		if err := s.store.Ping(rctx); err != nil {
-			http.Error(w, "store: unreachable", http.StatusServiceUnavailable)
+			msg := "store: unreachable"
+			if errors.Is(err, core.ErrStoreReplaced) {
+				msg = "store: its file was deleted or replaced; restart Baton"
+			}
+			http.Error(w, msg, http.StatusServiceUnavailable)
 			return
 		}
 		if err := s.queue.Ping(rctx); err != nil {

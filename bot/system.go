@@ -24,6 +24,7 @@ import (
 	"github.com/baton-bot/baton/core/tokens"
 	"github.com/baton-bot/baton/core/tools"
 	"github.com/baton-bot/baton/core/worker"
+	"github.com/baton-bot/baton/core/workspace"
 	"github.com/baton-bot/baton/queue"
 )
 
@@ -57,6 +58,10 @@ type systemOptions struct {
 	// converse builds the conversation service: jobs tell their threads
 	// about their progress through the outbox.
 	converse bool
+	// workspaces says what to do with workspaces the store does not know
+	// (--adopt-workspaces, --discard-workspaces); the zero value refuses
+	// to start.
+	workspaces workspace.Policy
 }
 
 // deliver starts a deliverer of platform's outbox through poster, until ctx
@@ -98,6 +103,31 @@ func openStore(ctx context.Context, cfg Config, log *slog.Logger) (*sqlite.Store
 	return st, nil
 }
 
+// The flags that say what to do with workspaces the store does not know.
+const (
+	adoptFlag   = "adopt-workspaces"
+	discardFlag = "discard-workspaces"
+)
+
+// claimWorkspaces makes data_dir's workspaces/ the store's before any job
+// runs (see workspace.Claim): when it holds workspaces that no task of the
+// store names, the store is new or was replaced, and starting would hand
+// another person's files to new tasks, so it refuses (an error wrapping
+// workspace.ErrForeign) unless policy says to adopt or discard them.
+func claimWorkspaces(ctx context.Context, cfg Config, st *sqlite.Store, policy workspace.Policy, log *slog.Logger) error {
+	got, err := workspace.Claim(ctx, workspaceRoot(cfg), st, policy)
+	if err != nil {
+		return err
+	}
+	switch {
+	case got.MovedTo != "":
+		log.Warn("workspaces this store does not know were moved aside", "count", len(got.Foreign), "to", got.MovedTo)
+	case len(got.Foreign) > 0:
+		log.Warn("workspaces this store does not know were adopted", "count", len(got.Foreign), "dir", workspaceRoot(cfg))
+	}
+	return nil
+}
+
 // loadTools builds the tool set; Bash follows tools.bash.
 func loadTools(cfg Config, log *slog.Logger) (*tools.Set, error) {
 	bash, err := tools.NewBash(tools.BashConfig{Sandbox: cfg.Tools.Bash.Sandbox, Timeout: cfg.Tools.Bash.Timeout, Logger: log})
@@ -132,6 +162,9 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger, opts systemOpt
 		return nil, err
 	}
 	sys.closers = append(sys.closers, sys.store.Close)
+	if err := claimWorkspaces(ctx, cfg, sys.store, opts.workspaces, log); err != nil {
+		return nil, err
+	}
 
 	set, err := loadTools(cfg, log)
 	if err != nil {
@@ -190,7 +223,9 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger, opts systemOpt
 			Enabled: cfg.Context.Compaction == "on", Mask: cfg.Context.Mask, Compact: cfg.Context.Compact,
 		},
 		ToolResultMaxTokens: cfg.Context.ToolResultMaxTokens, ReminderAfter: cfg.Agent.ReminderAfter,
-		WorkspaceRoot: workspaceRoot(cfg), Observer: observer, Meter: sys.metrics, Logger: log,
+		WorkspaceRoot: workspaceRoot(cfg), MaxWorkspaceBytes: cfg.Workspaces.MaxBytes,
+		Floor:    workspace.NewFloor(workspace.FloorConfig{Dir: cfg.DataDir, MinFreeBytes: cfg.Workspaces.MinFreeBytes, Logger: log}),
+		Observer: observer, Meter: sys.metrics, Logger: log,
 	})
 	if err != nil {
 		return nil, err

@@ -25,6 +25,11 @@ var (
 	ErrDuplicate = errors.New("duplicate")
 	// ErrClosed is returned by a component used after Close.
 	ErrClosed = errors.New("closed")
+	// ErrStoreReplaced reports that the store's file was deleted or
+	// replaced under the running process: what it would write would be
+	// lost (written into an unlinked file) or land in another store's
+	// history, so writes are refused until the process restarts.
+	ErrStoreReplaced = errors.New("the store's file was deleted or replaced")
 )
 
 // TransitionError reports a job state change outside the transition table.

@@ -30,6 +30,7 @@ import (
 	"github.com/baton-bot/baton/core/tokens"
 	"github.com/baton-bot/baton/core/tools"
 	"github.com/baton-bot/baton/core/worker"
+	"github.com/baton-bot/baton/core/workspace"
 )
 
 // Model sends one chat completion. *llm.Client implements it.
@@ -157,10 +158,15 @@ type Config struct {
 	ReminderAfter       int   // text-only replies before a reminder (1)
 	MovementLogBytes    int64 // cap of each movement's log under logs/ (2 MiB)
 	WorkspaceRoot       string
-	Observer            Observer // optional
-	Meter               Meter    // optional
-	Now                 func() time.Time
-	Logger              *slog.Logger
+	// MaxWorkspaceBytes caps each workspace's size around the tool calls
+	// that write (see workspace.Quota); 0: no cap.
+	MaxWorkspaceBytes int64
+	// Floor is data_dir's free-space floor, shared by every job; nil: none.
+	Floor    *workspace.Floor
+	Observer Observer // optional
+	Meter    Meter    // optional
+	Now      func() time.Time
+	Logger   *slog.Logger
 }
 
 func (c *Config) setDefaults() {

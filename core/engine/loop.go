@@ -12,6 +12,7 @@ import (
 	"github.com/baton-bot/baton/core/llm"
 	"github.com/baton-bot/baton/core/piece"
 	"github.com/baton-bot/baton/core/tools"
+	"github.com/baton-bot/baton/core/workspace"
 )
 
 // textOnlyLimit is how many text-only replies in a row end a movement as a
@@ -286,13 +287,30 @@ func (m *movement) callTool(ctx context.Context, call llm.ToolCall) (tools.Resul
 		Tokens:  e.tokens,
 		Logger:  pr.log,
 	}
-	start := time.Now()
-	res := tools.Safe(ctx, t, env, args)
-	if e.cfg.Meter != nil {
-		e.cfg.Meter.ToolCall(call.Name, time.Since(start), res.IsError)
+	effect := tools.EffectOf(t)
+	limits := workspace.Call{Deletes: effect == tools.RunsCommands}
+	if effect == tools.WritesFile {
+		limits.Path = argPath(call.Arguments)
+	}
+	var res tools.Result
+	refused := false
+	if effect != tools.ReadsOnly {
+		res, refused = m.admit(ctx, call.Name, limits)
+	}
+	if !refused {
+		start := time.Now()
+		res = tools.Safe(ctx, t, env, args)
+		if e.cfg.Meter != nil {
+			e.cfg.Meter.ToolCall(call.Name, time.Since(start), res.IsError)
+		}
 	}
 	if err := context.Cause(ctx); err != nil && ctx.Err() != nil {
 		return res, true, err
+	}
+	if effect != tools.ReadsOnly && !refused {
+		if note := m.measured(ctx, limits); note != "" {
+			res.Text = strings.TrimSpace(res.Text + "\n\n" + note)
+		}
 	}
 	detail := call.Name + " " + clipRunes(call.Arguments, 300)
 	if res.IsError {
@@ -300,6 +318,57 @@ func (m *movement) callTool(ctx context.Context, call llm.ToolCall) (tools.Resul
 	}
 	_ = pr.event(ctx, "tool", m.mv.Name, detail)
 	return res, true, nil
+}
+
+// admit asks the workspace's quota whether a call that writes may run;
+// refused, res is the tool error the model gets instead. A quota that
+// cannot tell (the workspace unreadable, statfs failing) lets the call
+// run and is logged.
+func (m *movement) admit(ctx context.Context, tool string, call workspace.Call) (res tools.Result, refused bool) {
+	pr, e := m.pr, m.pr.e
+	err := pr.quota.Admit(ctx, call)
+	if err == nil {
+		return tools.Result{}, false
+	}
+	var le *workspace.LimitError
+	if !errors.As(err, &le) {
+		pr.log.Warn("workspace limits could not be checked; the call runs", "tool", tool, "err", err)
+		return tools.Result{}, false
+	}
+	vars := map[string]string{"tool": tool, "used": humanSize(le.Used), "max": humanSize(le.Limit)}
+	key := "quota_over_cap"
+	switch {
+	case errors.Is(le, workspace.ErrLowSpace):
+		key = "quota_low_space"
+	case le.Grew:
+		key = "quota_grew"
+	case le.Uncounted:
+		key = "quota_uncounted"
+		vars["entries"], vars["depth"] = strconv.Itoa(workspace.MaxEntries), strconv.Itoa(workspace.MaxDepth)
+	}
+	return tools.Result{IsError: true, Text: e.text.fill(key, vars)}, true
+}
+
+// measured counts the workspace after a call that wrote and returns the
+// note the model gets with the result: over the cap now, or back under
+// it; "" when neither.
+func (m *movement) measured(ctx context.Context, call workspace.Call) string {
+	pr, e := m.pr, m.pr.e
+	st, err := pr.quota.Update(ctx, call)
+	if err != nil {
+		pr.log.Warn("workspace size could not be counted", "err", err)
+		return ""
+	}
+	vars := map[string]string{"used": humanSize(st.Usage.Bytes), "max": humanSize(st.MaxBytes)}
+	switch {
+	case st.Grew:
+		return e.text.fill("quota_note_grew", vars)
+	case st.Over:
+		return e.text.fill("quota_note_over", vars)
+	case st.Back:
+		return e.text.fill("quota_note_back", vars)
+	}
+	return ""
 }
 
 // argPath returns the "path" argument of a call, for notes.

@@ -54,6 +54,7 @@ type pieceRun struct {
 	task  core.Task
 	piece *piece.Piece
 	ws    *workspace.Workspace
+	quota *workspace.Quota // the workspace's size cap and data_dir's floor
 	state carried
 	log   *slog.Logger
 
@@ -82,6 +83,7 @@ func (e *Engine) newPieceRun(ctx context.Context, r *worker.Run, p *piece.Piece)
 	}
 	pr := &pieceRun{
 		e: e, r: r, job: r.Job, task: task, piece: p, ws: ws,
+		quota:        workspace.NewQuota(ws, e.cfg.MaxWorkspaceBytes, e.cfg.Floor),
 		log:          e.cfg.Logger.With("task", task.ID, "job", r.Job.ID),
 		promptTokens: r.Job.PromptTokens, completionTokens: r.Job.CompletionTokens,
 	}

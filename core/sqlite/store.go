@@ -27,6 +27,13 @@
 //
 // Queries run as prepared statements kept per connection (see stmtCache).
 //
+// The store remembers the identity (device and inode) of its file when it
+// opens it. A file deleted or replaced under the running process (a backup
+// restored over it, the data directory wiped) is noticed by Ping and before
+// every group of writes: from then on Ping and every write fail with an
+// error wrapping core.ErrStoreReplaced, and the store logs it once. The
+// process must restart to open the file now at the path.
+//
 // The SQL stays portable (INTEGER unix-millisecond timestamps, TEXT, NULL
 // for absent references, RETURNING) so that a PostgreSQL store can mirror
 // it.
@@ -49,6 +56,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/baton-bot/baton/core"
@@ -64,7 +72,8 @@ var migrations embed.FS
 // Options configure a Store.
 type Options struct {
 	// WorkspaceRoot is the directory that holds task workspaces; a task
-	// created without a workspace gets WorkspaceRoot/<task id>.
+	// created without a workspace gets WorkspaceRoot/<task id>-<random
+	// suffix> (see EnsureTask).
 	WorkspaceRoot string
 	// Logger receives busy retries and migrations; nil discards.
 	Logger *slog.Logger
@@ -80,6 +89,10 @@ type Store struct {
 	reader *readDB    // a pool for reads
 	root   string
 	log    *slog.Logger
+
+	path     string      // the database file
+	file     os.FileInfo // its identity when the store opened it
+	replaced atomic.Bool // latched once the file at path is found to be another
 
 	writes   chan *write   // writes waiting for the writer loop
 	closing  chan struct{} // closed by Close: the writer loop stops
@@ -154,6 +167,7 @@ func open(ctx context.Context, path string, opts Options, busyMS int) (*Store, e
 		loopDone:  make(chan struct{}),
 		ckpt:      ckpt,
 		ckptDone:  make(chan struct{}),
+		path:      path,
 	}
 	go s.writeLoop()
 	go s.checkpointLoop(every)
@@ -167,11 +181,41 @@ func open(ctx context.Context, path string, opts Options, busyMS int) (*Store, e
 			return nil, fmt.Errorf("open store %s: %w", path, err)
 		}
 	}
+	// The file exists now: its identity is the one writes must go on
+	// finding at path. The writer loop reads s.file only after a write
+	// has been handed to it, which happens after this.
+	if s.file, err = os.Stat(path); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
 	if err := s.Migrate(ctx); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	return s, nil
+}
+
+// checkFile reports whether the file at the store's path is still the
+// one it opened: nil, or an error wrapping core.ErrStoreReplaced, for good
+// once it was not. The first time it finds another file (or none) it logs
+// an error.
+func (s *Store) checkFile() error {
+	if s.replaced.Load() {
+		return fmt.Errorf("store %s: %w", s.path, core.ErrStoreReplaced)
+	}
+	fi, err := os.Stat(s.path)
+	if err == nil && os.SameFile(fi, s.file) {
+		return nil
+	}
+	why := "another file is at its path"
+	if err != nil {
+		why = err.Error()
+	}
+	if s.replaced.CompareAndSwap(false, true) {
+		s.log.Error("the store's file was deleted or replaced under this process; refusing every write until Baton restarts",
+			"path", s.path, "reason", why)
+	}
+	return fmt.Errorf("store %s: %w (%s)", s.path, core.ErrStoreReplaced, why)
 }
 
 // openSingle opens a pool of exactly one connection that may write, kept
@@ -221,8 +265,13 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// Ping reports whether both the writer and the reader pool reach the file.
+// Ping reports whether both the writer and the reader pool reach the file,
+// and that it is still the file the store opened (else an error wrapping
+// core.ErrStoreReplaced).
 func (s *Store) Ping(ctx context.Context) error {
+	if err := s.checkFile(); err != nil {
+		return fmt.Errorf("ping store: %w", err)
+	}
 	if err := s.writer.PingContext(ctx); err != nil {
 		return fmt.Errorf("ping store: %w", err)
 	}
@@ -369,6 +418,9 @@ func (s *Store) checkpointLoop(every time.Duration) {
 			return
 		case <-t.C:
 		}
+		if s.replaced.Load() {
+			continue // copying into a file no one will read again
+		}
 		if err := s.checkpoint(context.Background()); err != nil && !busy(err) {
 			s.log.Warn("WAL checkpoint failed", "err", err)
 		}
@@ -473,9 +525,18 @@ func (s *Store) runBatch(batch []*write) {
 		}
 		live = append(live, w)
 	}
-	switch len(live) {
-	case 0:
+	if len(live) == 0 {
 		return
+	}
+	// One stat a group: nothing is committed into a file that is no
+	// longer the store's.
+	if err := s.checkFile(); err != nil {
+		for _, w := range live {
+			w.done <- err
+		}
+		return
+	}
+	switch len(live) {
 	case 1:
 		live[0].done <- s.runAlone(live[0])
 		return

@@ -3,6 +3,8 @@ package sqlite
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,7 +39,7 @@ func taskByThread(ctx context.Context, q querier, ref core.ThreadRef) (core.Task
 }
 
 // insertTask stores t as a new task; one without a workspace gets
-// root/<id>.
+// root/<id>-<suffix> (see workspaceName).
 func insertTask(ctx context.Context, tx *txn, t core.Task, root string) (core.Task, error) {
 	at := ms(now())
 	var id int64
@@ -50,7 +52,7 @@ func insertTask(ctx context.Context, tx *txn, t core.Task, root string) (core.Ta
 		return core.Task{}, constraint(err)
 	}
 	if t.Workspace == "" {
-		ws := filepath.Join(root, strconv.FormatInt(id, 10))
+		ws := filepath.Join(root, workspaceName(id))
 		if _, err := tx.ExecContext(ctx, `UPDATE tasks SET workspace = ? WHERE id = ?`, ws, id); err != nil {
 			return core.Task{}, err
 		}
@@ -58,9 +60,22 @@ func insertTask(ctx context.Context, tx *txn, t core.Task, root string) (core.Ta
 	return scanTask(tx.QueryRowContext(ctx, `SELECT `+taskCols+` FROM tasks WHERE id = ?`, id))
 }
 
+// workspaceName names the workspace of a new task: its id and a random
+// suffix, so that the name never repeats even when ids do (a store lost
+// and started afresh, an older copy restored) and a new task never opens
+// the directory of an old one. Tasks created before names had a suffix
+// keep the WorkspaceRoot/<id> they were given.
+func workspaceName(id int64) string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return strconv.FormatInt(id, 10) + "-" + hex.EncodeToString(b[:])
+}
+
 // EnsureTask returns the task for t.Thread, creating it from t when there
 // is none (see core.TaskStore). A new task without a workspace gets
-// WorkspaceRoot/<id>. t.Thread.Platform must be set.
+// WorkspaceRoot/<id>-<random suffix>, chosen once and kept in the store:
+// every reader of the task's workspace uses Task.Workspace.
+// t.Thread.Platform must be set.
 func (s *Store) EnsureTask(ctx context.Context, t core.Task) (core.Task, bool, error) {
 	if t.Thread.Platform == "" {
 		return core.Task{}, false, errors.New("ensure task: thread has no platform")
@@ -86,6 +101,38 @@ func (s *Store) EnsureTask(ctx context.Context, t core.Task) (core.Task, bool, e
 			t.Thread.Platform, t.Thread.Team, t.Thread.Channel, t.Thread.Thread, err)
 	}
 	return out, created, nil
+}
+
+// Workspaces returns the workspace directory of every task, in no order.
+// workspace.Claim asks for them to tell the workspaces the store knows.
+func (s *Store) Workspaces(ctx context.Context) ([]string, error) {
+	rows, err := s.reader.QueryContext(ctx, `SELECT workspace FROM tasks WHERE workspace <> ''`)
+	if err != nil {
+		return nil, fmt.Errorf("task workspaces: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var ws string
+		if err := rows.Scan(&ws); err != nil {
+			return nil, fmt.Errorf("task workspaces: %w", err)
+		}
+		out = append(out, ws)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("task workspaces: %w", err)
+	}
+	return out, nil
+}
+
+// StoreID returns the id made when the store was created: copies of the
+// file share it, another store never does (see migration 0004).
+func (s *Store) StoreID(ctx context.Context) (string, error) {
+	var id string
+	if err := s.reader.QueryRowContext(ctx, `SELECT value FROM store_meta WHERE key = 'store_id'`).Scan(&id); err != nil {
+		return "", fmt.Errorf("store id: %w", notFound(err))
+	}
+	return id, nil
 }
 
 // Task returns the task with id, or an error wrapping core.ErrNotFound.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"testing"
 	"time"
@@ -23,8 +24,11 @@ func TestEnsureTask(t *testing.T) {
 	if err != nil || !created {
 		t.Fatalf("EnsureTask = %v, %v; want created", created, err)
 	}
+	if !regexp.MustCompile(`^` + regexp.QuoteMeta(filepath.Join(s.root, strconv.FormatInt(task.ID, 10))) + `-[0-9a-f]{16}$`).MatchString(task.Workspace) {
+		t.Errorf("workspace %q: want %s/<id>-<16 hex digits>", task.Workspace, s.root)
+	}
 	want := core.Task{ID: task.ID, Thread: ref, OwnerUser: "U1", Title: "first",
-		Workspace: filepath.Join(s.root, strconv.FormatInt(task.ID, 10)), CreatedAt: task.CreatedAt, UpdatedAt: task.UpdatedAt}
+		Workspace: task.Workspace, CreatedAt: task.CreatedAt, UpdatedAt: task.UpdatedAt}
 	if diff := cmp.Diff(want, task); diff != "" {
 		t.Errorf("created task (-want +got):\n%s", diff)
 	}

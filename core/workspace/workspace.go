@@ -1,9 +1,9 @@
 // Package workspace confines a task's files to its directory.
 //
-// A Workspace is <data_dir>/workspaces/<task_id>/ with three folders:
-// input/ (files people attached), output/ (files the agent produces, sent
-// back to the thread) and logs/ (engine records: tools may read them, not
-// write them). Open makes all three; OpenLazy makes logs/ only and leaves
+// A Workspace is <data_dir>/workspaces/<task id>-<random suffix>/ (the
+// name its task keeps in the store) with three folders: input/ (files
+// people attached), output/ (files the agent produces, sent back to the
+// thread) and logs/ (engine records: tools may read them, not write them). Open makes all three; OpenLazy makes logs/ only and leaves
 // input/ and output/ to Prepare, for a job that may never need them. Every path a tool receives goes through Resolve or
 // ResolveWrite, which refuse absolute paths, ".." escapes and symlinks that
 // lead outside the workspace.
@@ -12,6 +12,10 @@
 // process that swaps a directory for a symlink between Resolve and the
 // following open is not guarded against (Baton's tools run one at a time per
 // job, and Bash runs in a sandbox whose only writable tree is the workspace).
+//
+// Claim ties the directory of all workspaces to one store, so that a new
+// store never hands old workspaces to new tasks; Quota applies a
+// workspace's size cap and data_dir's free-space floor to tool calls.
 package workspace
 
 import (
