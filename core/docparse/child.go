@@ -101,10 +101,7 @@ func writeReply(w io.Writer, res Result, perr error) error {
 		if !errors.As(perr, &inv) {
 			inv = &InvalidError{Reason: perr.Error()}
 		}
-		rep = reply{Error: inv.Reason}
-		if len(rep.Error) > maxFrameLine/2 {
-			rep.Error = strings.ToValidUTF8(rep.Error[:maxFrameLine/2], "") + "…"
-		}
+		rep = reply{Error: shortReason(inv.Reason)}
 		res.Text = ""
 	}
 	head, err := json.Marshal(rep)
@@ -120,6 +117,29 @@ func writeReply(w io.Writer, res Result, perr error) error {
 
 // maxStack caps one goroutine's stack in the child.
 const maxStack = 64 << 20
+
+// maxReason caps a refusal's reason in bytes: JSON escapes each byte into
+// at most six, and the reply line must stay under maxFrameLine.
+const maxReason = 512
+
+// shortReason makes a parser's error message a short line of valid UTF-8:
+// messages can quote the malformed input.
+func shortReason(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r < ' ' || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, strings.ToValidUTF8(s, "\uFFFD"))
+	if len(s) <= maxReason {
+		return s
+	}
+	n := maxReason
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
 
 // limitSelf caps the process: CPU time, address space beyond what the Go
 // runtime has reserved at start, no file writes, no core dumps, a few open
