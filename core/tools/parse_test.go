@@ -1,9 +1,12 @@
 package tools
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"hash/crc32"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -148,4 +151,30 @@ func cpuTicks(pid int) int {
 	}
 	n, _ := strconv.Atoi(f[11])
 	return n
+}
+
+// TestBombs: a PDF whose stream inflates to 4 GiB and a PNG that declares
+// 100000×100000 pixels end as tool errors, within the child's memory limit
+// or before any pixel is decoded.
+func TestBombs(t *testing.T) {
+	env := newEnv(t)
+	p := testParser(t)
+	p.MemoryBytes = 128 << 20
+	copyFixture(t, env, "bomb.pdf", "input/bomb.pdf")
+	msg := failed(t, callWithin(t, context.Background(), time.Minute, ReadDocument{Parser: p}, env, obj{"path": "input/bomb.pdf"}))
+	if want := "ReadDocument: parsing input/bomb.pdf needed more than 128 MB of memory and was stopped"; !strings.HasPrefix(msg, want) {
+		t.Errorf("PDF bomb: %q, want it to start with %q", msg, want)
+	}
+
+	var png bytes.Buffer
+	png.WriteString("\x89PNG\r\n\x1a\n")
+	ihdr := []byte("IHDR\x00\x01\x86\xa0\x00\x01\x86\xa0\x10\x06\x00\x00\x00") // 100000×100000, 16-bit RGBA
+	binary.Write(&png, binary.BigEndian, uint32(len(ihdr)-4))
+	png.Write(ihdr)
+	binary.Write(&png, binary.BigEndian, crc32.ChecksumIEEE(ihdr))
+	put(t, env, "input/bomb.png", png.Bytes())
+	msg = failed(t, callWithin(t, context.Background(), time.Minute, ReadImage{Parser: p}, env, obj{"path": "input/bomb.png"}))
+	if want := "ReadImage: input/bomb.png: the png image declares 100000×100000 pixels, over the limit of 40 megapixels"; msg != want {
+		t.Errorf("PNG bomb: %q, want %q", msg, want)
+	}
 }
