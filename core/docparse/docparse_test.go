@@ -156,6 +156,7 @@ func TestCancelKillsTheGroup(t *testing.T) {
 	}()
 	<-sent
 	pgid := cmd.Process.Pid
+	awaitBusyParser(t, exe)
 	cancel()
 	cancelled := time.Now()
 	select {
@@ -317,4 +318,123 @@ func TestChildOutputAndEnvironment(t *testing.T) {
 	if _, err := r.Parse(context.Background(), docparse.PDF, strings.NewReader("x")); err == nil || !strings.Contains(err.Error(), "exit status 3") {
 		t.Errorf("failed child: err = %v", err)
 	}
+}
+
+// TestInBubblewrap: the child wrapped in bubblewrap as a sandbox wraps it
+// (its own session, no network, nobody's uid, no capabilities) parses, and
+// a cancellation still stops it: the Runner kills bwrap's group, and
+// --die-with-parent takes the parser with it. Skipped without a working
+// bwrap unless BATON_REQUIRE_BWRAP=1.
+func TestInBubblewrap(t *testing.T) {
+	bw, err := exec.LookPath("bwrap")
+	if err == nil {
+		err = exec.Command(bw, "--ro-bind", "/", "/", "--unshare-all", "--", "/bin/true").Run()
+	}
+	if err != nil {
+		if os.Getenv("BATON_REQUIRE_BWRAP") == "1" {
+			t.Fatalf("bubblewrap does not work here (BATON_REQUIRE_BWRAP=1): %v", err)
+		}
+		t.Skipf("bubblewrap does not work here (set BATON_REQUIRE_BWRAP=1 to fail instead): %v", err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &docparse.Runner{Command: func(context.Context) (*exec.Cmd, error) {
+		return exec.Command(bw, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all",
+			"--uid", "65534", "--gid", "65534", "--cap-drop", "ALL", "--die-with-parent", "--new-session",
+			"--", exe, docparse.Subcommand), nil
+	}}
+	res, err := r.Parse(context.Background(), docparse.PDF, bytes.NewReader(readFile(t, "invoice.pdf")))
+	if err != nil || !strings.Contains(res.Text, "Invoice total due") {
+		t.Fatalf("Parse = %q, %v", res.Text, err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sent := make(chan struct{})
+	in := &signalReader{r: bytes.NewReader(readFile(t, "cyclic-kids.pdf")), eof: func() { close(sent) }}
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Parse(ctx, docparse.PDF, in)
+		done <- err
+	}()
+	<-sent
+	awaitBusyParser(t, exe)
+	cancel()
+	cancelled := time.Now()
+	select {
+	case err = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Parse did not return after the context was cancelled")
+	}
+	if d := time.Since(cancelled); d > 2*time.Second || !errors.Is(err, context.Canceled) {
+		t.Errorf("Parse returned %v after the cancellation with %v, want context.Canceled within 2 s", d, err)
+	}
+	// The parser is in bwrap's session, not its group: it dies by
+	// --die-with-parent, which the kernel delivers as bwrap exits.
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		live := parsers(t, exe)
+		if len(live) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("parser processes %v still run 2 s after the cancellation", live)
+		}
+	}
+}
+
+// parsers lists the live (not zombie) processes running exe as the child.
+func parsers(tb testing.TB, exe string) []int {
+	tb.Helper()
+	cmdlines, err := filepath.Glob("/proc/[0-9]*/cmdline")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var live []int
+	for _, p := range cmdlines {
+		b, err := os.ReadFile(p)
+		if err != nil || string(b) != exe+"\x00"+docparse.Subcommand+"\x00" {
+			continue
+		}
+		st, err := os.ReadFile(filepath.Join(filepath.Dir(p), "stat"))
+		if _, rest, _ := strings.Cut(string(st), ") "); err != nil || strings.HasPrefix(rest, "Z") {
+			continue
+		}
+		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+		live = append(live, pid)
+	}
+	return live
+}
+
+// awaitBusyParser waits until a parser child of exe runs and has used CPU
+// time: the parse is under way.
+func awaitBusyParser(tb testing.TB, exe string) {
+	tb.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		for _, pid := range parsers(tb, exe) {
+			if cpuTicks(pid) > 2 {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			tb.Fatal("no parser child started parsing")
+		}
+	}
+}
+
+// cpuTicks is the user CPU time of process pid in clock ticks, 0 when it
+// cannot be read.
+func cpuTicks(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	_, rest, _ := strings.Cut(string(b), ") ")
+	f := strings.Fields(rest) // from field 3 (state); utime is field 14
+	if len(f) < 12 {
+		return 0
+	}
+	n, _ := strconv.Atoi(f[11])
+	return n
 }
