@@ -20,6 +20,8 @@ require (
 	github.com/gorilla/websocket v1.5.3
 )
 
+require golang.org/x/image v0.44.0
+
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect

@@ -25,6 +25,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/baton-bot/baton/core/docparse"
 	"github.com/baton-bot/baton/core/workspace"
 )
 
@@ -179,6 +180,10 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		return &exitError{code: exitUsage, err: errors.New("baton: a command is required"), reported: true}
 	}
 	switch args[0] {
+	case docparse.Subcommand:
+		// Hidden: the parser child that ReadDocument and ReadImage start
+		// (see loadTools). It changes this process's limits for good.
+		return m.parseChild(args[1:])
 	case "-h", "-help", "--help":
 		m.usage(m.Stdout)
 		return nil
@@ -190,6 +195,18 @@ func (m *Main) Run(ctx context.Context, args []string) error {
 		return usageErr("baton: unknown command %q (run 'baton help' for the list)", args[0])
 	}
 	return c.run(m, ctx, args[1:])
+}
+
+// parseChild runs `baton internal-parse`: one document or image parsed from
+// stdin to stdout under the child's own resource limits (docparse.Main).
+func (m *Main) parseChild(args []string) error {
+	if len(args) > 0 {
+		return usageErr("baton %s: unexpected argument %q", docparse.Subcommand, args[0])
+	}
+	if code := docparse.Main(m.Stdin, m.Stdout); code != 0 {
+		return &exitError{code: code, err: errors.New("the parser child failed"), reported: true}
+	}
+	return nil
 }
 
 func (m *Main) usage(w io.Writer) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/baton-bot/baton/core"
 	"github.com/baton-bot/baton/core/chat"
 	"github.com/baton-bot/baton/core/chattext"
+	"github.com/baton-bot/baton/core/docparse"
 	"github.com/baton-bot/baton/core/engine"
 	"github.com/baton-bot/baton/core/llm"
 	"github.com/baton-bot/baton/core/outbox"
@@ -128,7 +130,10 @@ func claimWorkspaces(ctx context.Context, cfg Config, st *sqlite.Store, policy w
 	return nil
 }
 
-// loadTools builds the tool set; Bash follows tools.bash.
+// loadTools builds the tool set; Bash follows tools.bash. ReadDocument and
+// ReadImage parse in a child: this binary re-executed as `baton
+// internal-parse`, with its own CPU, memory and file limits, killed on
+// timeout and abort.
 func loadTools(cfg Config, log *slog.Logger) (*tools.Set, error) {
 	bash, err := tools.NewBash(tools.BashConfig{Sandbox: cfg.Tools.Bash.Sandbox, Timeout: cfg.Tools.Bash.Timeout, Logger: log})
 	if err != nil {
@@ -137,7 +142,18 @@ func loadTools(cfg Config, log *slog.Logger) (*tools.Set, error) {
 	if ok, why := bash.Available(); !ok {
 		log.Warn("the Bash tool is disabled", "reason", why)
 	}
-	return tools.Builtin(bash), nil
+	return tools.Builtin(bash, parser(log)), nil
+}
+
+// parser is the Runner of the parser child; nil (ReadDocument disabled) when
+// this binary cannot be found to re-execute.
+func parser(log *slog.Logger) tools.Parser {
+	exe, err := os.Executable()
+	if err != nil {
+		log.Warn("ReadDocument is disabled and ReadImage checks image headers only: the baton binary cannot be found to run the parser child", "err", err)
+		return nil
+	}
+	return &docparse.Runner{Command: docparse.Exec(exe, docparse.Subcommand), Logger: log}
 }
 
 // loadPieces loads the built-in pieces and pieces_dir.

@@ -67,7 +67,7 @@ func newFixture(t testing.TB, pieces map[string]string, opts ...option) *fixture
 	if err != nil {
 		t.Fatal(err)
 	}
-	box := tools.Builtin(bash)
+	box := tools.Builtin(bash, nil)
 	lib, err := piece.Load(configs.FS, dir, func(n string) bool { _, ok := box.Lookup(n); return ok })
 	if err != nil {
 		t.Fatal(err)

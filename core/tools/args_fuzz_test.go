@@ -38,7 +38,7 @@ func FuzzToolArguments(f *testing.F) {
 	} {
 		f.Add(seed.tool, seed.args)
 	}
-	set := Builtin(nil)
+	set := Builtin(nil, nil)
 	names := set.Names()
 	f.Fuzz(func(t *testing.T, which uint8, args string) {
 		tool, _ := set.Lookup(names[int(which)%len(names)])

@@ -1,39 +1,41 @@
 package tools
 
 import (
-	"archive/zip"
 	"context"
 	"encoding/json"
-	"encoding/xml"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
-	"sort"
-	"strconv"
 	"strings"
 
-	"github.com/ledongthuc/pdf"
-	"github.com/xuri/excelize/v2"
+	"github.com/baton-bot/baton/core/docparse"
 )
 
-// Document limits.
-const (
-	// MaxDocumentBytes caps the size of a document file ReadDocument opens.
-	MaxDocumentBytes = 64 << 20
-	// maxDocumentText caps the extracted text (and its kept copy).
-	maxDocumentText = 10 << 20
-	// maxXMLPart caps one decompressed XML part of a .docx or .pptx, so a
-	// zip bomb cannot exhaust memory.
-	maxXMLPart = 64 << 20
-)
+// MaxDocumentBytes caps the size of a document file ReadDocument opens. The
+// extracted text is capped at docparse.MaxTextBytes.
+const MaxDocumentBytes = docparse.MaxInputBytes
+
+// documentKinds maps a document's extension to its parser.
+var documentKinds = map[string]docparse.Kind{
+	".docx": docparse.Docx,
+	".pptx": docparse.Pptx,
+	".xlsx": docparse.Xlsx,
+	".pdf":  docparse.PDF,
+}
 
 // ReadDocument extracts the text of .docx, .xlsx, .pptx and .pdf files, cut
 // to the budget like Read. When cut, the whole text is kept under
 // logs/documents/ for Read and Grep to reach the rest.
-type ReadDocument struct{}
+//
+// The parsing runs in a child process through Parser, which stops it at its
+// time and memory limits and when the call's context ends (abort): the
+// parsers loop for ever or exhaust memory on some malformed files. Without a
+// Parser the tool refuses every call; it never parses in process.
+type ReadDocument struct {
+	Parser Parser
+}
 
 type documentArgs struct {
 	Path string `json:"path"`
@@ -62,54 +64,24 @@ func (t ReadDocument) Call(ctx context.Context, env *Env, raw json.RawMessage) R
 	if err := decode(raw, &a); err != nil {
 		return failure(t.Name(), err)
 	}
-	res, err := t.read(env, a.Path)
-	if err != nil {
-		return failure(t.Name(), err)
-	}
-	return res
+	return t.read(ctx, env, a.Path)
 }
 
-func (t ReadDocument) read(env *Env, rel string) (Result, error) {
-	if rel == "" {
-		return Result{}, errors.New("path is required")
-	}
-	p, err := env.WS.Resolve(rel)
+func (t ReadDocument) read(ctx context.Context, env *Env, rel string) Result {
+	text, err := t.extract(ctx, env, rel)
 	if err != nil {
-		return Result{}, err
+		var perr *parseError
+		if errors.As(err, &perr) {
+			return parseFailure(t.Name(), rel, perr.err, env.logger())
+		}
+		return failure(t.Name(), err)
 	}
-	fi, err := os.Stat(p)
-	if err != nil {
-		return Result{}, fmt.Errorf("%s: %w", rel, unwrapPath(err))
-	}
-	if fi.IsDir() {
-		return Result{}, fmt.Errorf("%s is a directory", rel)
-	}
-	if fi.Size() > MaxDocumentBytes {
-		return Result{}, fmt.Errorf("%s is %d bytes, over the %d MB limit for documents", rel, fi.Size(), MaxDocumentBytes>>20)
-	}
-	var text string
-	switch ext := strings.ToLower(filepath.Ext(p)); ext {
-	case ".docx":
-		text, err = docxText(p)
-	case ".pptx":
-		text, err = pptxText(p)
-	case ".xlsx":
-		text, err = xlsxText(p)
-	case ".pdf":
-		text, err = pdfText(p)
-	default:
-		return Result{}, fmt.Errorf("%s: %q documents are not supported (only .docx, .xlsx, .pptx, .pdf); use Read for text files", rel, ext)
-	}
-	if err != nil {
-		return Result{}, fmt.Errorf("extract text from %s: %w", rel, err)
-	}
-	text = strings.ToValidUTF8(text, "\uFFFD")
 	if strings.TrimSpace(text) == "" {
-		return Result{Text: fmt.Sprintf("%s contains no extractable text (it may be scanned images).", rel)}, nil
+		return Result{Text: fmt.Sprintf("%s contains no extractable text (it may be scanned images).", rel)}
 	}
 	budget, c := env.budget(), env.counter()
 	if fits(text, budget, c) {
-		return Result{Text: text}, nil
+		return Result{Text: text}
 	}
 	kept, err := keepDocument(env, rel, text)
 	if err != nil {
@@ -123,7 +95,52 @@ func (t ReadDocument) read(env *Env, rel string) (Result, error) {
 		}
 		return fmt.Sprintf("\n[ReadDocument cut to fit the token budget. The whole text is kept in %s: Read on with offset=%d there, or Grep it.]", kept, line)
 	})
-	return Result{Text: out}, nil
+	return Result{Text: out}
+}
+
+// parseError carries a Parser's error to parseFailure.
+type parseError struct{ err error }
+
+func (e *parseError) Error() string { return e.err.Error() }
+
+// extract opens the document and has the Parser extract its text.
+func (t ReadDocument) extract(ctx context.Context, env *Env, rel string) (string, error) {
+	if rel == "" {
+		return "", errors.New("path is required")
+	}
+	p, err := env.WS.Resolve(rel)
+	if err != nil {
+		return "", err
+	}
+	ext := strings.ToLower(filepath.Ext(p))
+	kind, ok := documentKinds[ext]
+	if !ok {
+		return "", fmt.Errorf("%s: %q documents are not supported (only .docx, .xlsx, .pptx, .pdf); use Read for text files", rel, ext)
+	}
+	if t.Parser == nil {
+		return "", errors.New("documents cannot be read here: no parser process is configured")
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", rel, unwrapPath(err))
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", rel, unwrapPath(err))
+	}
+	if fi.IsDir() {
+		return "", fmt.Errorf("%s is a directory", rel)
+	}
+	if fi.Size() > MaxDocumentBytes {
+		return "", fmt.Errorf("%s is %d bytes, over the %d MB limit for documents", rel, fi.Size(), MaxDocumentBytes>>20)
+	}
+	// One byte over the limit lets the child refuse a file that grew.
+	res, err := t.Parser.Parse(ctx, kind, io.LimitReader(f, MaxDocumentBytes+1))
+	if err != nil {
+		return "", &parseError{err}
+	}
+	return res.Text, nil
 }
 
 // keepDocument writes the whole text to logs/documents/ and returns its
@@ -150,184 +167,4 @@ func keepDocument(env *Env, rel, text string) (string, error) {
 		return "", err
 	}
 	return env.WS.Rel(p), nil
-}
-
-// textBuilder collects extracted text up to maxDocumentText.
-type textBuilder struct{ strings.Builder }
-
-func (b *textBuilder) add(s string) {
-	if room := maxDocumentText - b.Len(); room > 0 {
-		if len(s) > room {
-			s = s[:room]
-		}
-		b.WriteString(s)
-	}
-}
-
-func (b *textBuilder) full() bool { return b.Len() >= maxDocumentText }
-
-func docxText(p string) (string, error) {
-	z, err := zip.OpenReader(p)
-	if err != nil {
-		return "", fmt.Errorf("not a valid .docx (zip): %w", err)
-	}
-	defer z.Close()
-	var b textBuilder
-	if err := xmlText(&z.Reader, "word/document.xml", &b); err != nil {
-		return "", err
-	}
-	return b.String(), nil
-}
-
-var slideName = regexp.MustCompile(`^ppt/slides/slide(\d+)\.xml$`)
-
-func pptxText(p string) (string, error) {
-	z, err := zip.OpenReader(p)
-	if err != nil {
-		return "", fmt.Errorf("not a valid .pptx (zip): %w", err)
-	}
-	defer z.Close()
-	type slide struct {
-		n    int
-		name string
-	}
-	var slides []slide
-	for _, f := range z.File {
-		if m := slideName.FindStringSubmatch(f.Name); m != nil {
-			n, _ := strconv.Atoi(m[1])
-			slides = append(slides, slide{n, f.Name})
-		}
-	}
-	if len(slides) == 0 {
-		return "", errors.New("no slides found (ppt/slides/slideN.xml)")
-	}
-	sort.Slice(slides, func(i, j int) bool { return slides[i].n < slides[j].n })
-	var b textBuilder
-	for _, s := range slides {
-		b.add(fmt.Sprintf("## Slide %d\n", s.n))
-		if err := xmlText(&z.Reader, s.name, &b); err != nil {
-			return "", err
-		}
-		b.add("\n")
-	}
-	return b.String(), nil
-}
-
-// xmlText appends the text runs of an Office Open XML part: <w:t>/<a:t>
-// text, paragraph ends as newlines, tabs and breaks, table cells separated
-// by tabs.
-func xmlText(z *zip.Reader, name string, b *textBuilder) error {
-	f, err := z.Open(name)
-	if err != nil {
-		return fmt.Errorf("missing part %s: %w", name, err)
-	}
-	defer f.Close()
-	dec := xml.NewDecoder(io.LimitReader(f, maxXMLPart))
-	inText, inCell := false, 0
-	for !b.full() {
-		tok, err := dec.Token()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("parse %s: %w", name, err)
-		}
-		switch el := tok.(type) {
-		case xml.StartElement:
-			switch el.Name.Local {
-			case "t":
-				inText = true
-			case "tab":
-				b.add("\t")
-			case "br", "cr":
-				b.add("\n")
-			case "tc":
-				inCell++
-			}
-		case xml.EndElement:
-			switch el.Name.Local {
-			case "t":
-				inText = false
-			case "p":
-				if inCell > 0 {
-					b.add(" ")
-				} else {
-					b.add("\n")
-				}
-			case "tc":
-				inCell--
-				b.add("\t")
-			case "tr":
-				b.add("\n")
-			}
-		case xml.CharData:
-			if inText {
-				b.add(string(el))
-			}
-		}
-	}
-	return nil
-}
-
-func xlsxText(p string) (string, error) {
-	f, err := excelize.OpenFile(p)
-	if err != nil {
-		return "", fmt.Errorf("not a valid .xlsx: %w", err)
-	}
-	defer f.Close()
-	var b textBuilder
-	for _, sheet := range f.GetSheetList() {
-		rows, err := f.Rows(sheet)
-		if err != nil {
-			return "", fmt.Errorf("sheet %s: %w", sheet, err)
-		}
-		b.add(fmt.Sprintf("## Sheet: %s\n", sheet))
-		for rows.Next() && !b.full() {
-			cols, err := rows.Columns()
-			if err != nil {
-				rows.Close()
-				return "", fmt.Errorf("sheet %s: %w", sheet, err)
-			}
-			b.add(strings.Join(cols, "\t") + "\n")
-		}
-		if err := rows.Close(); err != nil {
-			return "", fmt.Errorf("sheet %s: %w", sheet, err)
-		}
-		b.add("\n")
-	}
-	return b.String(), nil
-}
-
-func pdfText(p string) (text string, err error) {
-	// The PDF parser panics on some malformed files.
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("malformed PDF: %v", r)
-		}
-	}()
-	f, r, err := pdf.Open(p)
-	if err != nil {
-		return "", fmt.Errorf("not a valid PDF: %w", err)
-	}
-	defer f.Close()
-	var b textBuilder
-	fonts := make(map[string]*pdf.Font)
-	for i := 1; i <= r.NumPage() && !b.full(); i++ {
-		page := r.Page(i)
-		if page.V.IsNull() {
-			continue
-		}
-		for _, name := range page.Fonts() {
-			if _, ok := fonts[name]; !ok {
-				font := page.Font(name)
-				fonts[name] = &font
-			}
-		}
-		s, err := page.GetPlainText(fonts)
-		if err != nil {
-			return "", fmt.Errorf("page %d: %w", i, err)
-		}
-		b.add(fmt.Sprintf("## Page %d\n%s\n\n", i, s))
-	}
-	return b.String(), nil
 }

@@ -5,13 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"image"
-	_ "image/gif"  // register GIF for DecodeConfig
-	_ "image/jpeg" // register JPEG for DecodeConfig
-	_ "image/png"  // register PNG for DecodeConfig
 	"io"
 	"net/http"
 	"os"
+
+	"github.com/baton-bot/baton/core/docparse"
 )
 
 // MaxImageBytes caps an image sent to the model.
@@ -19,7 +17,16 @@ const MaxImageBytes = 5 << 20
 
 // ReadImage returns a PNG, JPEG, GIF or WebP file as an image part, the
 // format detected from the content, not the name.
-type ReadImage struct{}
+//
+// The image's header is read in process (docparse.ImageHeader: bounded, it
+// decodes no pixel), which refuses an image that declares more than
+// docparse.MaxImagePixels; then Parser decodes the whole image in a child
+// process, with its time and memory limits, so that a corrupt image is
+// refused here rather than by the model's API. Without a Parser the image is
+// sent after the header check alone.
+type ReadImage struct {
+	Parser Parser
+}
 
 type imageArgs struct {
 	Path string `json:"path"`
@@ -79,9 +86,13 @@ func (t ReadImage) Call(ctx context.Context, env *Env, raw json.RawMessage) Resu
 	default:
 		return Errorf("ReadImage: %s is not a PNG, JPEG, GIF or WebP image (its content looks like %s)", a.Path, mime)
 	}
-	desc := fmt.Sprintf("%s: %s, %d bytes", a.Path, mime, len(data))
-	if cfg, _, err := image.DecodeConfig(bytes.NewReader(data)); err == nil {
-		desc += fmt.Sprintf(", %d×%d pixels", cfg.Width, cfg.Height)
+	hdr, err := docparse.ImageHeader(data)
+	if err == nil && t.Parser != nil {
+		hdr, err = t.Parser.Parse(ctx, docparse.Image, bytes.NewReader(data))
 	}
+	if err != nil {
+		return parseFailure(t.Name(), a.Path, err, env.logger())
+	}
+	desc := fmt.Sprintf("%s: %s, %d bytes, %d×%d pixels", a.Path, mime, len(data), hdr.Width, hdr.Height)
 	return Result{Text: desc, Images: []Image{{MIME: mime, Data: data}}}
 }

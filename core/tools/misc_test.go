@@ -97,8 +97,8 @@ func TestPathEscapes(t *testing.T) {
 			"Edit":         {Edit{}, obj{"path": p, "old_string": "gamma", "new_string": "pwned"}},
 			"Grep":         {Grep{}, obj{"pattern": "SECRET", "path": p}},
 			"Glob":         {Glob{}, obj{"pattern": p}},
-			"ReadImage":    {ReadImage{}, obj{"path": p}},
-			"ReadDocument": {ReadDocument{}, obj{"path": p}},
+			"ReadImage":    {ReadImage{Parser: testParser(t)}, obj{"path": p}},
+			"ReadDocument": {ReadDocument{Parser: testParser(t)}, obj{"path": p}},
 		}
 		for name, c := range calls {
 			t.Run(name+" "+p, func(t *testing.T) {
@@ -136,7 +136,7 @@ type panicky struct{ Read }
 func (panicky) Call(context.Context, *Env, json.RawMessage) Result { panic("boom") }
 
 func TestSetAndSafe(t *testing.T) {
-	s := Builtin(nil)
+	s := Builtin(nil, nil)
 	if diff := cmp.Diff([]string{"Read", "Write", "Edit", "Glob", "Grep", "ReadImage", "ReadDocument", "Checklist"}, s.Names()); diff != "" {
 		t.Errorf("Names (-want +got):\n%s", diff)
 	}

@@ -5,12 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
+	"syscall"
+	"time"
 	"unicode/utf8"
 
 	"github.com/bmatcuk/doublestar/v4"
@@ -18,20 +22,34 @@ import (
 
 // Search limits.
 const (
+	// DefaultSearchTimeout is how long one Glob or Grep call may search;
+	// then it returns what it found so far, saying it stopped.
+	DefaultSearchTimeout = 30 * time.Second
+
 	maxGlobResults = 500
 	maxGrepMatches = 500
 	maxGrepContext = 20
-	maxGrepLine    = 400      // characters of one output line
-	maxGrepFile    = 16 << 20 // larger files are skipped
-	maxWalk        = 200000   // entries visited by one search
+	maxGrepLine    = 400       // characters of one output line
+	maxGrepFile    = 16 << 20  // larger files are skipped
+	maxGrepBytes   = 512 << 20 // bytes of files read by one Grep call
+	maxWalk        = 200000    // entries visited by one search
+	readDirBatch   = 256       // directory entries read at a time
+	grepCheckLines = 256       // lines matched between checks of the context
 )
 
-var errWalkLimit = errors.New("walk limit reached")
+var (
+	errWalkLimit = errors.New("walk limit reached")
+	errReadLimit = errors.New("read limit reached")
+)
 
 // Glob lists workspace paths matching a pattern with `**`, sorted, capped.
 // It never follows symlinks out of the path written before the first
-// wildcard, which Resolve confines.
-type Glob struct{}
+// wildcard, which Resolve confines. It stops at Timeout (default
+// DefaultSearchTimeout) with what it found, and returns promptly when the
+// call's context ends.
+type Glob struct {
+	Timeout time.Duration
+}
 
 type globArgs struct {
 	Pattern string `json:"pattern"`
@@ -59,17 +77,24 @@ func (t Glob) Call(ctx context.Context, env *Env, raw json.RawMessage) Result {
 	if err := decode(raw, &a); err != nil {
 		return failure(t.Name(), err)
 	}
-	matches, more, err := glob(ctx, env, a.Pattern)
-	if err != nil {
+	sctx, cancel := context.WithTimeout(ctx, searchTimeout(t.Timeout))
+	defer cancel()
+	matches, more, err := glob(sctx, env, a.Pattern)
+	stopped := timedOut(ctx, err)
+	if err != nil && !stopped {
 		return failure(t.Name(), err)
 	}
-	if len(matches) == 0 {
+	if len(matches) == 0 && !stopped {
 		return Result{Text: fmt.Sprintf("No paths match %s", a.Pattern)}
 	}
 	text := strings.Join(matches, "\n")
-	if more > 0 {
+	switch {
+	case stopped:
+		text += fmt.Sprintf("\n[Glob stopped after %s, before it had looked at every path; narrow the pattern]", seconds(searchTimeout(t.Timeout)))
+	case more > 0:
 		text += fmt.Sprintf("\n[… and %d more; narrow the pattern]", more)
 	}
+	text = strings.TrimPrefix(text, "\n")
 	out, _ := head(text, env.budget(), env.counter(), func(kept int) string {
 		return "\n[Glob output cut to fit the token budget; narrow the pattern]"
 	})
@@ -114,23 +139,8 @@ func glob(ctx context.Context, env *Env, pattern string) ([]string, int, error) 
 		depth = strings.Count(rest, "/") + 1
 	}
 	var matches []string
-	more, visited := 0, 0
-	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if p == dir {
-				if errors.Is(err, fs.ErrNotExist) {
-					return fs.SkipAll
-				}
-				return err
-			}
-			return nil // unreadable entry: skip it
-		}
-		if visited++; visited > maxWalk {
-			return errWalkLimit
-		}
-		if visited%1024 == 0 && ctx.Err() != nil {
-			return ctx.Err()
-		}
+	more := 0
+	err = walk(ctx, dir, func(p string, d fs.DirEntry) error {
 		if p == dir {
 			return nil
 		}
@@ -153,19 +163,25 @@ func glob(ctx context.Context, env *Env, pattern string) ([]string, int, error) 
 		matches = append(matches, s)
 		return nil
 	})
-	if errors.Is(err, errWalkLimit) {
+	switch {
+	case errors.Is(err, errWalkLimit):
 		more++ // at least one more was not looked at
-		err = nil
+	case errors.Is(err, fs.ErrNotExist) && errors.Is(err, errRoot):
+	case err != nil:
+		return matches, more, err
 	}
-	if err != nil {
-		return nil, 0, err
-	}
-	return matches, more, nil // WalkDir visits in lexical order
+	return matches, more, nil // walk visits in lexical order
 }
 
 // Grep searches file contents with an RE2 regular expression and prints
-// `path:line:text` (context lines as `path-line-text`).
-type Grep struct{}
+// `path:line:text` (context lines as `path-line-text`). It reads only
+// regular files of at most 16 MB (never following a symlink, never blocking
+// on a FIFO or device), at most 512 MB in all; it stops at Timeout (default
+// DefaultSearchTimeout) with what it found, and returns promptly when the
+// call's context ends, checking it between files and within long ones.
+type Grep struct {
+	Timeout time.Duration
+}
 
 type grepArgs struct {
 	Pattern    string `json:"pattern"`
@@ -202,8 +218,13 @@ func (t Grep) Call(ctx context.Context, env *Env, raw json.RawMessage) Result {
 	if err := decode(raw, &a); err != nil {
 		return failure(t.Name(), err)
 	}
-	text, err := grep(ctx, env, a)
-	if err != nil {
+	sctx, cancel := context.WithTimeout(ctx, searchTimeout(t.Timeout))
+	defer cancel()
+	text, err := grep(sctx, env, a)
+	if timedOut(ctx, err) {
+		text = strings.TrimPrefix(text+fmt.Sprintf("\n[Grep stopped after %s, before it had searched every file; narrow it with path, glob or a more specific pattern]",
+			seconds(searchTimeout(t.Timeout))), "\n")
+	} else if err != nil {
 		return failure(t.Name(), err)
 	}
 	out, _ := head(text, env.budget(), env.counter(), func(kept int) string {
@@ -236,17 +257,8 @@ func grep(ctx context.Context, env *Env, a grepArgs) (string, error) {
 		return "", fmt.Errorf("%s: %w", a.Path, unwrapPath(err))
 	}
 	var out strings.Builder
-	matches, visited := 0, 0
-	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil
-		}
-		if visited++; visited > maxWalk {
-			return errWalkLimit
-		}
-		if visited%256 == 0 && ctx.Err() != nil {
-			return ctx.Err()
-		}
+	matches, read := 0, int64(0)
+	err = walk(ctx, root, func(p string, d fs.DirEntry) error {
 		if d.IsDir() {
 			if d.Name() == ".git" && p != root {
 				return fs.SkipDir
@@ -266,34 +278,147 @@ func grep(ctx context.Context, env *Env, a grepArgs) (string, error) {
 				return nil
 			}
 		}
-		if info, err := d.Info(); err != nil || info.Size() > maxGrepFile {
+		if read >= maxGrepBytes {
+			return errReadLimit
+		}
+		b, ok := readSmall(p, min(maxGrepFile, maxGrepBytes-read))
+		read += int64(len(b))
+		if !ok || isBinary(b) {
 			return nil
 		}
-		b, err := os.ReadFile(p)
-		if err != nil || isBinary(b) {
-			return nil
+		n, err := grepFile(ctx, &out, rel, b, re, a.Context, maxGrepMatches-matches)
+		matches += n
+		if err != nil {
+			return err
 		}
-		matches += grepFile(&out, rel, b, re, a.Context, maxGrepMatches-matches)
 		if matches >= maxGrepMatches {
 			return errWalkLimit
 		}
 		return nil
 	})
-	if err != nil && !errors.Is(err, errWalkLimit) {
-		return "", err
+	if err != nil && !errors.Is(err, errWalkLimit) && !errors.Is(err, errReadLimit) {
+		return strings.TrimSuffix(out.String(), "\n"), err
 	}
 	if matches == 0 {
+		if errors.Is(err, errReadLimit) {
+			return fmt.Sprintf("No matches for %s in the first %d MB of files; narrow the search with path or glob", a.Pattern, maxGrepBytes>>20), nil
+		}
 		return fmt.Sprintf("No matches for %s", a.Pattern), nil
 	}
-	if errors.Is(err, errWalkLimit) {
+	switch {
+	case errors.Is(err, errReadLimit):
+		fmt.Fprintf(&out, "[stopped after reading %d MB of files; narrow the search with path or glob]", maxGrepBytes>>20)
+	case errors.Is(err, errWalkLimit):
 		fmt.Fprintf(&out, "[stopped after %d matches; narrow the search with path, glob or a more specific pattern]", matches)
 	}
 	return strings.TrimSuffix(out.String(), "\n"), nil
 }
 
+// readSmall reads the regular file at p if it has at most max bytes. It
+// opens without following a symlink and without blocking (a FIFO or device
+// swapped in after the walk saw a file), and checks the type on the open
+// file; ok is false for anything it did not read whole.
+func readSmall(p string, max int64) (b []byte, ok bool) {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, false
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() > max {
+		return nil, false
+	}
+	b, err = io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil || int64(len(b)) > max {
+		return nil, false // it grew
+	}
+	return b, true
+}
+
+// searchTimeout is a Glob or Grep call's time limit.
+func searchTimeout(d time.Duration) time.Duration {
+	if d <= 0 {
+		return DefaultSearchTimeout
+	}
+	return d
+}
+
+// timedOut reports whether err is the search's own time limit rather than
+// the call's context ending (an abort), which stays an error.
+func timedOut(call context.Context, err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) && call.Err() == nil
+}
+
+// errRoot marks the error of the walk's root.
+var errRoot = errors.New("search root")
+
+// walk visits root and what is below it in lexical order without following
+// symlinks, as filepath.WalkDir does, but reads each directory a batch at a
+// time and checks ctx before each entry and batch, so that a huge tree or
+// directory neither holds up a cancellation nor fills memory. It visits at
+// most maxWalk entries, then returns errWalkLimit. visit returning
+// fs.SkipDir for a directory skips it; any other error ends the walk and is
+// returned, as is ctx's. Directories that cannot be read are skipped; an
+// error about root itself wraps errRoot.
+func walk(ctx context.Context, root string, visit func(p string, d fs.DirEntry) error) error {
+	fi, err := os.Lstat(root)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errRoot, err)
+	}
+	visited := 0
+	var dir func(p string, nofollow bool) error
+	step := func(p string, d fs.DirEntry, nofollow bool) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if visited++; visited > maxWalk {
+			return errWalkLimit
+		}
+		err := visit(p, d)
+		if errors.Is(err, fs.SkipDir) {
+			return nil
+		}
+		if err != nil || !d.IsDir() {
+			return err
+		}
+		return dir(p, nofollow)
+	}
+	dir = func(p string, nofollow bool) error {
+		flags := os.O_RDONLY | syscall.O_DIRECTORY
+		if nofollow {
+			flags |= syscall.O_NOFOLLOW // swapped for a symlink since it was listed
+		}
+		f, err := os.OpenFile(p, flags, 0)
+		if err != nil {
+			return nil
+		}
+		var entries []fs.DirEntry
+		for len(entries) <= maxWalk-visited {
+			if err := ctx.Err(); err != nil {
+				f.Close()
+				return err
+			}
+			batch, err := f.ReadDir(readDirBatch)
+			entries = append(entries, batch...)
+			if err != nil {
+				break // io.EOF, or unreadable: what was read is visited
+			}
+		}
+		f.Close()
+		sort.Slice(entries, func(i, j int) bool { return entries[i].Name() < entries[j].Name() })
+		for _, e := range entries {
+			if err := step(filepath.Join(p, e.Name()), e, true); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return step(root, fs.FileInfoToDirEntry(fi), false)
+}
+
 // grepFile writes up to limit matches of re in b with ctxLines of context
-// and returns how many it wrote.
-func grepFile(out *strings.Builder, rel string, b []byte, re *regexp.Regexp, ctxLines, limit int) int {
+// and returns how many it wrote; it stops with ctx's error when ctx ends.
+func grepFile(ctx context.Context, out *strings.Builder, rel string, b []byte, re *regexp.Regexp, ctxLines, limit int) (int, error) {
 	lines := strings.Split(string(b), "\n")
 	if len(lines) > 0 && lines[len(lines)-1] == "" {
 		lines = lines[:len(lines)-1]
@@ -303,6 +428,9 @@ func grepFile(out *strings.Builder, rel string, b []byte, re *regexp.Regexp, ctx
 	for i, line := range lines {
 		if n >= limit {
 			break
+		}
+		if i%grepCheckLines == grepCheckLines-1 && ctx.Err() != nil {
+			return n, ctx.Err()
 		}
 		if !re.MatchString(line) {
 			continue
@@ -327,7 +455,7 @@ func grepFile(out *strings.Builder, rel string, b []byte, re *regexp.Regexp, ctx
 			printed = j
 		}
 	}
-	return n
+	return n, nil
 }
 
 // clip shortens a line for display, on a rune boundary.

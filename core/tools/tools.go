@@ -164,13 +164,14 @@ func NewSet(ts ...Tool) (*Set, error) {
 }
 
 // Builtin returns the nine tools of SPEC §9, with bash as the Bash tool
-// (left out when nil).
-func Builtin(bash *Bash) *Set {
+// (left out when nil) and parser parsing for ReadDocument and ReadImage
+// (nil: ReadDocument refuses every call and ReadImage checks headers only).
+func Builtin(bash *Bash, parser Parser) *Set {
 	ts := []Tool{Read{}, Write{}, Edit{}, Glob{}, Grep{}}
 	if bash != nil {
 		ts = append(ts, bash)
 	}
-	ts = append(ts, ReadImage{}, ReadDocument{}, Checklist{})
+	ts = append(ts, ReadImage{Parser: parser}, ReadDocument{Parser: parser}, Checklist{})
 	s, err := NewSet(ts...)
 	if err != nil {
 		panic(err) // the names above are distinct

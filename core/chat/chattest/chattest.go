@@ -57,7 +57,7 @@ func Start(t testing.TB, opts Options) *System {
 	if err != nil {
 		t.Fatal(err)
 	}
-	box := tools.Builtin(bash)
+	box := tools.Builtin(bash, nil)
 	lib, err := piece.Load(configs.FS, "", func(n string) bool { _, ok := box.Lookup(n); return ok })
 	if err != nil {
 		t.Fatal(err)
