@@ -8,8 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
+	"path"
 	"regexp"
 	"sort"
 	"strconv"
@@ -73,30 +72,24 @@ func (t ReadDocument) read(env *Env, rel string) (Result, error) {
 	if rel == "" {
 		return Result{}, errors.New("path is required")
 	}
-	p, err := env.WS.Resolve(rel)
+	f, fi, err := env.WS.OpenRead(rel)
 	if err != nil {
 		return Result{}, err
 	}
-	fi, err := os.Stat(p)
-	if err != nil {
-		return Result{}, fmt.Errorf("%s: %w", rel, unwrapPath(err))
-	}
-	if fi.IsDir() {
-		return Result{}, fmt.Errorf("%s is a directory", rel)
-	}
+	defer f.Close()
 	if fi.Size() > MaxDocumentBytes {
 		return Result{}, fmt.Errorf("%s is %d bytes, over the %d MB limit for documents", rel, fi.Size(), MaxDocumentBytes>>20)
 	}
 	var text string
-	switch ext := strings.ToLower(filepath.Ext(p)); ext {
+	switch ext := strings.ToLower(path.Ext(rel)); ext {
 	case ".docx":
-		text, err = docxText(p)
+		text, err = docxText(f, fi.Size())
 	case ".pptx":
-		text, err = pptxText(p)
+		text, err = pptxText(f, fi.Size())
 	case ".xlsx":
-		text, err = xlsxText(p)
+		text, err = xlsxText(f)
 	case ".pdf":
-		text, err = pdfText(p)
+		text, err = pdfText(f, fi.Size())
 	default:
 		return Result{}, fmt.Errorf("%s: %q documents are not supported (only .docx, .xlsx, .pptx, .pdf); use Read for text files", rel, ext)
 	}
@@ -129,27 +122,17 @@ func (t ReadDocument) read(env *Env, rel string) (Result, error) {
 // keepDocument writes the whole text to logs/documents/ and returns its
 // workspace-relative path.
 func keepDocument(env *Env, rel, text string) (string, error) {
-	dir, err := env.WS.Resolve("logs/documents")
-	if err != nil {
-		return "", err
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
 	name := strings.Map(func(r rune) rune {
 		if r == '/' || r == '\\' || r < ' ' {
 			return '_'
 		}
 		return r
 	}, strings.TrimPrefix(rel, "./")) + ".txt"
-	p, err := env.WS.Resolve("logs/documents/" + name)
-	if err != nil {
+	kept := "logs/documents/" + name
+	if err := env.WS.WriteLog(kept, []byte(text)); err != nil {
 		return "", err
 	}
-	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-		return "", err
-	}
-	return env.WS.Rel(p), nil
+	return kept, nil
 }
 
 // textBuilder collects extracted text up to maxDocumentText.
@@ -166,14 +149,13 @@ func (b *textBuilder) add(s string) {
 
 func (b *textBuilder) full() bool { return b.Len() >= maxDocumentText }
 
-func docxText(p string) (string, error) {
-	z, err := zip.OpenReader(p)
+func docxText(r io.ReaderAt, size int64) (string, error) {
+	z, err := zip.NewReader(r, size)
 	if err != nil {
 		return "", fmt.Errorf("not a valid .docx (zip): %w", err)
 	}
-	defer z.Close()
 	var b textBuilder
-	if err := xmlText(&z.Reader, "word/document.xml", &b); err != nil {
+	if err := xmlText(z, "word/document.xml", &b); err != nil {
 		return "", err
 	}
 	return b.String(), nil
@@ -181,12 +163,11 @@ func docxText(p string) (string, error) {
 
 var slideName = regexp.MustCompile(`^ppt/slides/slide(\d+)\.xml$`)
 
-func pptxText(p string) (string, error) {
-	z, err := zip.OpenReader(p)
+func pptxText(r io.ReaderAt, size int64) (string, error) {
+	z, err := zip.NewReader(r, size)
 	if err != nil {
 		return "", fmt.Errorf("not a valid .pptx (zip): %w", err)
 	}
-	defer z.Close()
 	type slide struct {
 		n    int
 		name string
@@ -205,7 +186,7 @@ func pptxText(p string) (string, error) {
 	var b textBuilder
 	for _, s := range slides {
 		b.add(fmt.Sprintf("## Slide %d\n", s.n))
-		if err := xmlText(&z.Reader, s.name, &b); err != nil {
+		if err := xmlText(z, s.name, &b); err != nil {
 			return "", err
 		}
 		b.add("\n")
@@ -269,8 +250,8 @@ func xmlText(z *zip.Reader, name string, b *textBuilder) error {
 	return nil
 }
 
-func xlsxText(p string) (string, error) {
-	f, err := excelize.OpenFile(p)
+func xlsxText(r io.Reader) (string, error) {
+	f, err := excelize.OpenReader(r)
 	if err != nil {
 		return "", fmt.Errorf("not a valid .xlsx: %w", err)
 	}
@@ -298,18 +279,17 @@ func xlsxText(p string) (string, error) {
 	return b.String(), nil
 }
 
-func pdfText(p string) (text string, err error) {
+func pdfText(ra io.ReaderAt, size int64) (text string, err error) {
 	// The PDF parser panics on some malformed files.
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("malformed PDF: %v", r)
 		}
 	}()
-	f, r, err := pdf.Open(p)
+	r, err := pdf.NewReader(ra, size)
 	if err != nil {
 		return "", fmt.Errorf("not a valid PDF: %w", err)
 	}
-	defer f.Close()
 	var b textBuilder
 	fonts := make(map[string]*pdf.Font)
 	for i := 1; i <= r.NumPage() && !b.full(); i++ {

@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"unicode/utf8"
@@ -88,8 +86,7 @@ func glob(ctx context.Context, env *Env, pattern string) ([]string, int, error) 
 		return nil, 0, fmt.Errorf("invalid pattern %q", pattern)
 	}
 	base, rest := doublestar.SplitPattern(pattern)
-	dir, err := env.WS.Resolve(base)
-	if err != nil {
+	if _, err := env.WS.Resolve(base); err != nil {
 		return nil, 0, err
 	}
 	show := func(rel string) string {
@@ -99,7 +96,7 @@ func glob(ctx context.Context, env *Env, pattern string) ([]string, int, error) 
 		return path.Join(base, rel)
 	}
 	if rest == "" || rest == "." {
-		fi, err := os.Stat(dir)
+		fi, err := env.WS.Stat(base)
 		if err != nil {
 			return nil, 0, nil
 		}
@@ -115,7 +112,11 @@ func glob(ctx context.Context, env *Env, pattern string) ([]string, int, error) 
 	}
 	var matches []string
 	more, visited := 0, 0
-	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	dir := "" // the walk's root as Walk names it
+	err := env.WS.Walk(base, func(p string, d fs.DirEntry, err error) error {
+		if dir == "" {
+			dir = p
+		}
 		if err != nil {
 			if p == dir {
 				if errors.Is(err, fs.ErrNotExist) {
@@ -134,8 +135,10 @@ func glob(ctx context.Context, env *Env, pattern string) ([]string, int, error) 
 		if p == dir {
 			return nil
 		}
-		rel, _ := filepath.Rel(dir, p)
-		rel = filepath.ToSlash(rel)
+		rel := strings.TrimPrefix(p, dir+"/")
+		if dir == "." {
+			rel = p
+		}
 		if d.IsDir() && depth > 0 && strings.Count(rel, "/")+1 > depth {
 			return fs.SkipDir
 		}
@@ -228,16 +231,21 @@ func grep(ctx context.Context, env *Env, a grepArgs) (string, error) {
 		return "", fmt.Errorf("invalid glob %q", a.Glob)
 	}
 	a.Context = min(max(a.Context, 0), maxGrepContext)
-	root, err := env.WS.Resolve(a.Path)
+	fi, err := env.WS.Stat(a.Path)
 	if err != nil {
 		return "", err
 	}
-	if _, err := os.Stat(root); err != nil {
-		return "", fmt.Errorf("%s: %w", a.Path, unwrapPath(err))
+	if !fi.IsDir() && !fi.Mode().IsRegular() {
+		_, _, err := env.WS.OpenRead(a.Path) // says what it is
+		return "", err
 	}
 	var out strings.Builder
 	matches, visited := 0, 0
-	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+	root := ""
+	err = env.WS.Walk(a.Path, func(p string, d fs.DirEntry, err error) error {
+		if root == "" {
+			root = p
+		}
 		if err != nil {
 			return nil
 		}
@@ -256,7 +264,7 @@ func grep(ctx context.Context, env *Env, a grepArgs) (string, error) {
 		if !d.Type().IsRegular() {
 			return nil // symlinks are not followed
 		}
-		rel := env.WS.Rel(p)
+		rel := p
 		if a.Glob != "" {
 			name := rel
 			if !strings.Contains(a.Glob, "/") {
@@ -269,7 +277,7 @@ func grep(ctx context.Context, env *Env, a grepArgs) (string, error) {
 		if info, err := d.Info(); err != nil || info.Size() > maxGrepFile {
 			return nil
 		}
-		b, err := os.ReadFile(p)
+		b, err := env.WS.ReadFile(p)
 		if err != nil || isBinary(b) {
 			return nil
 		}
