@@ -76,3 +76,43 @@ func TestWriteSwapRace(t *testing.T) {
 		t.Errorf("%d files written outside the workspace, first %s", len(entries), entries[0].Name())
 	}
 }
+
+// TestReadSwapRace reads through a folder that keeps being swapped for a
+// symlink to a folder outside holding a file of the same name: the
+// outside file's content never comes back.
+func TestReadSwapRace(t *testing.T) {
+	env := newEnv(t)
+	secret := filepath.Join(filepath.Dir(env.WS.Root()), "secret")
+	if err := os.Mkdir(secret, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(secret, "f.txt"), []byte("TOP-SECRET\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(secret, "plan.json"), []byte(`{"name":"plan","items":[{"text":"TOP-SECRET"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	put(t, env, "output/d/f.txt", []byte("inside\n"))
+	put(t, env, "logs/checklists/plan.json", []byte(`{"name":"plan","items":[{"text":"inside"}]}`))
+	stop := workspacetest.Swap(t, filepath.Join(env.WS.Root(), "output", "d"), secret)
+	stopLogs := workspacetest.Swap(t, filepath.Join(env.WS.Root(), "logs", "checklists"), secret)
+	for range 500 {
+		for _, res := range []Result{
+			call(t, Read{}, env, obj{"path": "output/d/f.txt"}),
+			call(t, Grep{}, env, obj{"pattern": "TOP-.ECRET"}),
+			call(t, Checklist{}, env, obj{"action": "show"}),
+		} {
+			if strings.Contains(res.Text, "SECRET") {
+				stop()
+				stopLogs()
+				t.Fatalf("read outside the workspace: %q", res.Text)
+			}
+		}
+		if s, _ := LoadChecklists(env.WS); strings.Contains(s, "SECRET") {
+			stop()
+			stopLogs()
+			t.Fatalf("checklists loaded from outside: %q", s)
+		}
+	}
+	t.Logf("%d and %d swaps", stop(), stopLogs())
+}
