@@ -162,7 +162,8 @@ func (w *Workspace) Root() string { return w.root }
 // returns an error wrapping ErrOutside when the path is absolute, climbs
 // above the root, or passes through a symlink (at any component, dangling or
 // not) whose target lies outside. The returned path need not exist: missing
-// components are joined as written.
+// components are joined as written. It is a check, true when it is made:
+// open what it names through the workspace's methods, never with package os.
 func (w *Workspace) Resolve(rel string) (string, error) {
 	p, err := w.resolve(rel)
 	if err != nil {
