@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -143,5 +145,41 @@ func TestExitCode(t *testing.T) {
 		if got := ExitCode(tt.err); got != tt.want {
 			t.Errorf("ExitCode(%v) = %d, want %d", tt.err, got, tt.want)
 		}
+	}
+}
+
+// TestPiecesDirInsideWorkspacesRefused: a pieces_dir where agents write
+// (under data_dir/workspaces/, directly or through a symlink) stops Baton at
+// start, naming pieces_dir and data_dir.
+func TestPiecesDirInsideWorkspacesRefused(t *testing.T) {
+	data := t.TempDir()
+	inside := filepath.Join(data, "workspaces", "1", "input")
+	if err := os.MkdirAll(inside, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "pieces")
+	if err := os.Symlink(inside, link); err != nil {
+		t.Fatal(err)
+	}
+	for name, dir := range map[string]string{
+		"under workspaces/":    inside,
+		"workspaces/ itself":   filepath.Join(data, "workspaces"),
+		"a task not there yet": filepath.Join(data, "workspaces", "9", "input"),
+		"a link into a task":   link,
+		"written with ..":      filepath.Join(data, "x", "..", "workspaces", "2"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := writeConfig(t, "log:\n  level: warn\npieces_dir: "+dir+"\n")
+			for _, args := range [][]string{{"pieces", "list", "--config", cfg}, {"chat", "--config", cfg}} {
+				code, _, stderr := runMain(t, map[string]string{"BATON_DATA_DIR": data}, args...)
+				if code == 0 || !strings.Contains(stderr, "pieces_dir") || !strings.Contains(stderr, "data_dir") {
+					t.Errorf("baton %s: exit %d, stderr %q; want a refusal naming pieces_dir and data_dir", args[0], code, stderr)
+				}
+			}
+		})
+	}
+	cfg := writeConfig(t, "log:\n  level: warn\npieces_dir: "+filepath.Join(data, "pieces")+"\n")
+	if code, _, stderr := runMain(t, map[string]string{"BATON_DATA_DIR": data}, "pieces", "list", "--config", cfg); code != 0 {
+		t.Errorf("pieces_dir beside the workspaces: exit %d\n%s", code, stderr)
 	}
 }

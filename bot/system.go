@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -156,14 +157,53 @@ func parser(log *slog.Logger) tools.Parser {
 	return &docparse.Runner{Command: docparse.Exec(exe, docparse.Subcommand), Logger: log}
 }
 
-// loadPieces loads the built-in pieces and pieces_dir.
+// loadPieces loads the built-in pieces and pieces_dir, once: jobs use
+// this set and never read pieces_dir again. It refuses a pieces_dir inside
+// the workspaces.
 func loadPieces(cfg Config, set *tools.Set) (*piece.Library, error) {
+	if err := piecesOutsideWorkspaces(cfg); err != nil {
+		return nil, err
+	}
 	known := func(name string) bool { _, ok := set.Lookup(name); return ok }
 	lib, err := piece.Load(configs.FS, cfg.PiecesDir, known)
 	if err != nil {
 		return nil, fmt.Errorf("pieces: %w", err)
 	}
 	return lib, nil
+}
+
+// piecesOutsideWorkspaces refuses a pieces_dir at or under data_dir's
+// workspaces/, symlinks evaluated: an agent writes there, and a piece it
+// wrote would run with what the piece asks for (network: true, say).
+func piecesOutsideWorkspaces(cfg Config) error {
+	if cfg.PiecesDir == "" || cfg.DataDir == "" {
+		return nil
+	}
+	pieces, ws := realPath(cfg.PiecesDir), realPath(workspaceRoot(cfg))
+	if rel, err := filepath.Rel(ws, pieces); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return &ConfigError{Key: "pieces_dir", Msg: fmt.Sprintf(
+			"%s is inside the workspaces of data_dir (%s), which agents write; keep pieces_dir outside data_dir's workspaces/ folder",
+			cfg.PiecesDir, ws)}
+	}
+	return nil
+}
+
+// realPath returns p absolute with the symlinks of its existing part
+// evaluated; the missing rest is joined as written.
+func realPath(p string) string {
+	p, _ = filepath.Abs(p)
+	var rest []string
+	for {
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			return filepath.Join(append([]string{real}, rest...)...)
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return filepath.Join(append([]string{p}, rest...)...)
+		}
+		rest = append([]string{filepath.Base(p)}, rest...)
+		p = parent
+	}
 }
 
 // newSystem builds the machinery.

@@ -37,6 +37,8 @@ var texts = map[string]map[string]string{
 		"waiting_children":   "⏳ Waiting for {n} subtasks:{children}",
 		"too_long":           "(Your message was cut at {n} bytes.)",
 		"file_refused":       "I could not take the file {name}: {reason}.",
+		"file_input_broken":  "the task's input/ folder is no longer a folder of its workspace (something replaced it), so nothing was saved",
+		"file_not_saved":     "saving it in the task's input/ folder failed",
 		"empty_request":      "(The message has no text: the person only mentioned Baton or only attached files. Look at the conversation and input/ to see what they need; ask if it is unclear.)",
 	},
 	"ja": {
@@ -71,6 +73,8 @@ var texts = map[string]map[string]string{
 		"waiting_children":   "⏳ {n} 件のサブタスクを待っています:{children}",
 		"too_long":           "（メッセージは {n} バイトで切りました。）",
 		"file_refused":       "ファイル {name} を受け取れませんでした: {reason}。",
+		"file_input_broken":  "タスクの input/ フォルダーがワークスペースのフォルダーではなくなっている（何かに置き換えられた）ため、保存しませんでした",
+		"file_not_saved":     "タスクの input/ フォルダーへの保存に失敗しました",
 		"empty_request":      "（メッセージに本文がありません。Baton へのメンションだけ、またはファイルの添付だけです。やり取りと input/ を見て必要なことを判断し、不明なら質問してください。）",
 	},
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/baton-bot/baton/core"
 	"github.com/baton-bot/baton/core/engine"
 	"github.com/baton-bot/baton/core/worker"
+	"github.com/baton-bot/baton/core/workspace"
 )
 
 var _ worker.Notifier = (*Service)(nil)
@@ -137,11 +139,23 @@ func (s *Service) Finishing(ctx context.Context, j core.Job, fin core.Finish) []
 	return nil
 }
 
-// uploads lists the files the job wrote to output/ since it started.
+// uploads lists the files the job wrote to output/ since it started. It
+// never follows a symlink, output/ itself included: a link to a host file
+// is not a file the job wrote.
 func (s *Service) uploads(task core.Task, j core.Job) []core.OutboxMessage {
-	root := filepath.Join(task.Workspace, "output")
+	ws, err := workspace.OpenExisting(task.Workspace)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			s.log.Warn("listing output/ failed", "task", task.ID, "err", err)
+		}
+		return nil
+	}
+	defer ws.Close()
 	var msgs []core.OutboxMessage
-	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+	_ = ws.Walk(workspace.Output, func(p string, d fs.DirEntry, err error) error {
+		if p != workspace.Output && !strings.HasPrefix(p, workspace.Output+"/") {
+			return fs.SkipAll // output/ is a link to another folder
+		}
 		if err != nil || !d.Type().IsRegular() || len(msgs) >= maxUploads {
 			return nil
 		}
@@ -149,8 +163,9 @@ func (s *Service) uploads(task core.Task, j core.Job) []core.OutboxMessage {
 		if err != nil || (!j.StartedAt.IsZero() && info.ModTime().Before(j.StartedAt)) {
 			return nil
 		}
-		rel, _ := filepath.Rel(root, p)
-		msgs = append(msgs, core.OutboxMessage{Kind: core.OutboxUpload, Payload: Payload{Path: p, Name: filepath.Base(rel), Text: "output/" + filepath.ToSlash(rel)}.Encode()})
+		msgs = append(msgs, core.OutboxMessage{Kind: core.OutboxUpload, Payload: Payload{
+			Path: filepath.Join(task.Workspace, filepath.FromSlash(p)), Name: path.Base(p), Text: p,
+		}.Encode()})
 		return nil
 	})
 	return msgs

@@ -5,9 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
-	"path/filepath"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/baton-bot/baton/core/chattext"
 	"github.com/baton-bot/baton/core/piece"
 	"github.com/baton-bot/baton/core/worker"
+	"github.com/baton-bot/baton/core/workspace"
 )
 
 // Pieces are the pieces people may pick with `!piece`. *piece.Library
@@ -301,12 +303,21 @@ func (s *Service) at(m Message) time.Time {
 // saveFiles downloads a message's attachments into the task's input/ and
 // returns their workspace paths. A refused file is noted in the thread.
 func (s *Service) saveFiles(ctx context.Context, task core.Task, m Message) []string {
+	ws, err := workspace.Open(task.Workspace)
+	if err != nil {
+		s.log.Error("opening the workspace for attachments failed", "task", task.ID, "err", err)
+	} else {
+		defer ws.Close()
+	}
 	var paths []string
 	for _, f := range m.Files {
-		rel, err := s.saveFile(ctx, task, f)
+		rel, err := "", errNoWorkspace
+		if ws != nil {
+			rel, err = s.saveFile(ctx, ws, f)
+		}
 		if err != nil {
 			s.log.Warn("attachment refused", "task", task.ID, "file", f.Name, "err", err)
-			s.post(ctx, task.ID, 0, s.say("file_refused", "name", f.Name, "reason", err.Error()))
+			s.post(ctx, task.ID, 0, s.say("file_refused", "name", f.Name, "reason", s.refusal(err)))
 			continue
 		}
 		paths = append(paths, rel)
@@ -314,36 +325,54 @@ func (s *Service) saveFiles(ctx context.Context, task core.Task, m Message) []st
 	return paths
 }
 
-var errTooLarge = errors.New("it is larger than the limit")
+var (
+	errTooLarge    = errors.New("it is larger than the limit")
+	errNoWorkspace = errors.New("the task's workspace cannot be opened")
+)
 
-func (s *Service) saveFile(ctx context.Context, task core.Task, f File) (string, error) {
+// refusal is the reason a person reads for a refused attachment: the
+// limit, or a plain sentence for what went wrong in the workspace (whose
+// paths are Baton's business, not theirs).
+func (s *Service) refusal(err error) string {
+	switch {
+	case errors.Is(err, errTooLarge):
+		return err.Error()
+	case errors.Is(err, workspace.ErrOutside), errors.Is(err, workspace.ErrNotRegular), errors.Is(err, workspace.ErrIsDir):
+		return s.say("file_input_broken")
+	case errors.Is(err, errNoWorkspace):
+		return err.Error()
+	}
+	return s.say("file_not_saved")
+}
+
+// maxSameName bounds the numbered names tried for an attachment whose
+// name is taken.
+const maxSameName = 1000
+
+// saveFile writes f into input/ under a name of its own: f's name made safe
+// (workspace.SafeName), numbered when taken, never overwriting an earlier
+// attachment and never leaving input/.
+func (s *Service) saveFile(ctx context.Context, ws *workspace.Workspace, f File) (string, error) {
 	if s.cfg.MaxFileBytes > 0 && f.Size > s.cfg.MaxFileBytes {
 		return "", fmt.Errorf("%w of %d bytes", errTooLarge, s.cfg.MaxFileBytes)
 	}
-	name := filepath.Base(strings.ReplaceAll(f.Name, "\\", "/"))
-	if name == "." || name == "/" || name == ".." || name == "" {
-		name = "attachment"
-	}
-	dir := filepath.Join(task.Workspace, "input")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
-	path := filepath.Join(dir, name)
-	for i := 2; ; i++ { // never overwrite an earlier attachment
-		if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) {
-			break
-		}
-		ext := filepath.Ext(name)
-		path = filepath.Join(dir, fmt.Sprintf("%s-%d%s", strings.TrimSuffix(name, ext), i, ext))
-	}
+	name := workspace.SafeName(f.Name, "attachment")
+	ext := path.Ext(name)
+	rel := path.Join(workspace.Input, name)
 	r, err := f.Open(ctx)
 	if err != nil {
 		return "", err
 	}
 	defer r.Close()
-	out, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return "", err
+	var out *os.File
+	for i := 2; ; i++ {
+		if out, err = ws.CreateNew(rel); err == nil {
+			break
+		}
+		if !errors.Is(err, fs.ErrExist) || i > maxSameName {
+			return "", err
+		}
+		rel = path.Join(workspace.Input, fmt.Sprintf("%s-%d%s", strings.TrimSuffix(name, ext), i, ext))
 	}
 	limit := s.cfg.MaxFileBytes
 	if limit <= 0 {
@@ -357,10 +386,10 @@ func (s *Service) saveFile(ctx context.Context, task core.Task, f File) (string,
 		err = fmt.Errorf("%w of %d bytes", errTooLarge, limit)
 	}
 	if err != nil {
-		os.Remove(path)
+		ws.Remove(rel)
 		return "", err
 	}
-	return filepath.Join("input", filepath.Base(path)), nil
+	return rel, nil
 }
 
 // post writes a message for a task's thread to the outbox.

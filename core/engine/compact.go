@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -110,12 +108,7 @@ func (m *movement) maskOne(i int, call llm.ToolCall) bool {
 	pr, e := m.pr, m.pr.e
 	msg := m.msgs[i]
 	rel := path.Join(workspace.Logs, "context", fmt.Sprintf("job%d-%02d-r%03d.txt", pr.job.ID, pr.job.MovementCount+1, m.meta[i].seq))
-	abs := filepath.Join(pr.ws.Root(), filepath.FromSlash(rel))
-	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
-		pr.log.Warn("masking a tool result", "err", err)
-		return false
-	}
-	if err := os.WriteFile(abs, []byte(msg.Content), 0o644); err != nil {
+	if err := pr.ws.WriteLog(rel, []byte(msg.Content)); err != nil {
 		pr.log.Warn("masking a tool result", "err", err)
 		return false
 	}

@@ -245,6 +245,7 @@ func (e *Engine) Run(ctx context.Context, r *worker.Run) (core.Finish, error) {
 	if err != nil {
 		return core.Finish{}, err
 	}
+	defer run.ws.Close()
 	fin, err := run.run(ctx)
 	fin.SeenCommentID = run.seen
 	if err != nil {

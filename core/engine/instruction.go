@@ -2,8 +2,8 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -100,7 +100,11 @@ func (e *Engine) enriched(ctx context.Context, task core.Task, j core.Job, ws *w
 
 	for _, dir := range []string{"input", "output"} {
 		files, more, err := ws.Files(dir, listedFiles)
-		if err != nil {
+		if errors.Is(err, workspace.ErrOutside) {
+			// The agent replaced the folder with a link out; its tools say
+			// so when used, and the job goes on.
+			e.cfg.Logger.Warn("a workspace folder is a link out; listed as empty", "task", task.ID, "folder", dir)
+		} else if err != nil {
 			return "", fmt.Errorf("list %s/: %w", dir, err)
 		}
 		d := dirLine{Name: dir, More: more}
@@ -118,7 +122,8 @@ func (e *Engine) enriched(ctx context.Context, task core.Task, j core.Job, ws *w
 }
 
 // request returns the job's instruction, cut at instructionRunes with the
-// full text saved to input/.
+// full text saved to input/ (or said to be unsaved when input/ is not a
+// folder of the workspace).
 func (e *Engine) request(j core.Job, ws *workspace.Workspace) (string, error) {
 	text := strings.ToValidUTF8(j.Instruction, "\uFFFD")
 	n := utf8.RuneCountInString(text)
@@ -126,14 +131,16 @@ func (e *Engine) request(j core.Job, ws *workspace.Workspace) (string, error) {
 		return text, nil
 	}
 	rel := fmt.Sprintf("input/request-%d.txt", j.ID)
-	path, err := ws.ResolveWrite(rel)
-	if err != nil {
-		return "", err
-	}
 	if err := ws.Prepare(); err != nil {
 		return "", err
 	}
-	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+	if err := ws.WriteFile(rel, []byte(text)); errors.Is(err, workspace.ErrOutside) {
+		// input/ was replaced with a link out: the job goes on with the cut.
+		e.cfg.Logger.Warn("the full request cannot be saved", "job", j.ID, "err", err)
+		return prefixRunes(text, instructionRunes) + e.text.fill("instruction_cut_unsaved", map[string]string{
+			"limit": strconv.Itoa(instructionRunes), "n": strconv.Itoa(n),
+		}), nil
+	} else if err != nil {
 		return "", fmt.Errorf("save the full request: %w", err)
 	}
 	return prefixRunes(text, instructionRunes) + e.text.fill("instruction_cut", map[string]string{

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/baton-bot/baton/core/llm"
 )
@@ -31,12 +30,7 @@ func (pr *pieceRun) writeMovementLog(movement string, msgs []llm.Message) {
 // MovementLogBytes, and returns its path in the workspace.
 func (pr *pieceRun) writeLog(name string, msgs []llm.Message) string {
 	rel := "logs/movements/" + name
-	dir := filepath.Join(pr.ws.Root(), "logs", "movements")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		pr.log.Warn("movement log", "err", err)
-		return rel
-	}
-	f, err := os.Create(filepath.Join(dir, name))
+	f, err := pr.ws.OpenLog(rel, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
 	if err != nil {
 		pr.log.Warn("movement log", "err", err)
 		return rel

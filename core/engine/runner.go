@@ -9,7 +9,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"path/filepath"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -286,7 +286,7 @@ func (pr *pieceRun) recordLesson(movement string, out outcome) {
 	line, _ := json.Marshal(map[string]any{
 		"at": pr.e.cfg.Now().UTC().Format(time.RFC3339), "job": pr.job.ID, "movement": movement, "next_step": out.Next, "lessons": text,
 	})
-	f, err := os.OpenFile(filepath.Join(pr.ws.Root(), "logs", "lessons.jsonl"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	f, err := pr.ws.OpenLog("logs/lessons.jsonl", os.O_APPEND|os.O_CREATE|os.O_WRONLY)
 	if err != nil {
 		pr.log.Warn("writing lessons.jsonl failed", "err", err)
 		return
@@ -479,8 +479,10 @@ func (pr *pieceRun) children(ctx context.Context, subs []subtask) ([]core.Job, e
 		if err != nil {
 			return nil, fmt.Errorf("workspace of subtask %d: %w", i+1, err)
 		}
-		if err := copyTree(filepath.Join(pr.ws.Root(), "input"), filepath.Join(cws.Root(), "input")); err != nil {
-			return nil, fmt.Errorf("copy input/ to subtask %d: %w", i+1, err)
+		_, err = copyFiles(pr.ws, workspace.Input, cws, workspace.Input)
+		cws.Close()
+		if err != nil {
+			pr.log.Warn("copying input/ to a subtask left files out", "subtask", t.ID, "err", err)
 		}
 		p := s.Piece
 		if p == "" {
@@ -514,8 +516,8 @@ func (pr *pieceRun) subtaskResults(ctx context.Context) (string, error) {
 			summary = ": " + clipRunes(strings.TrimSpace(summary), 1500)
 		}
 		var files string
-		dst := filepath.Join("input", "subtasks", strconv.FormatInt(t.ID, 10))
-		if n, err := copyFiles(filepath.Join(t.Workspace, "output"), filepath.Join(pr.ws.Root(), dst)); err == nil && n > 0 {
+		dst := path.Join(workspace.Input, "subtasks", strconv.FormatInt(t.ID, 10))
+		if n := pr.subtaskFiles(t, dst); n > 0 {
 			files = " (files: " + dst + "/)"
 		}
 		lines = append(lines, pr.e.text.fill("subtask_line", map[string]string{
@@ -525,51 +527,71 @@ func (pr *pieceRun) subtaskResults(ctx context.Context) (string, error) {
 	return strings.Join(lines, "\n"), nil
 }
 
-// copyTree copies the regular files under src to dst; a missing src copies
-// nothing. Symlinks are not followed.
-func copyTree(src, dst string) error {
-	_, err := copyFiles(src, dst)
-	return err
+// subtaskFiles copies the child task t's output/ into the parent's folder
+// dst and returns how many files it copied.
+func (pr *pieceRun) subtaskFiles(t core.Task, dst string) int {
+	cws, err := workspace.OpenExisting(t.Workspace)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0
+	}
+	if err != nil {
+		pr.log.Warn("opening a subtask's workspace failed", "subtask", t.ID, "err", err)
+		return 0
+	}
+	defer cws.Close()
+	n, err := copyFiles(cws, workspace.Output, pr.ws, dst)
+	if err != nil {
+		pr.log.Warn("copying a subtask's output/ left files out", "subtask", t.ID, "err", err)
+	}
+	return n
 }
 
-func copyFiles(src, dst string) (int, error) {
-	n := 0
-	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+// copyFiles copies the regular files under src's folder from into dst's
+// folder to, keeping their paths below it, and returns how many it copied.
+// A missing folder copies nothing. Symlinks and special files are skipped;
+// a file that cannot be copied (a symlink in dst that leads out, say) is
+// left out and reported in the error while the others are copied. Every
+// read and write stays inside its workspace.
+func copyFiles(src *workspace.Workspace, from string, dst *workspace.Workspace, to string) (int, error) {
+	n, root := 0, ""
+	var errs []error
+	err := src.Walk(from, func(p string, d fs.DirEntry, err error) error {
+		if root == "" {
+			root = p
+		}
 		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
+			if p == root && errors.Is(err, fs.ErrNotExist) {
 				return nil
 			}
-			return err
+			errs = append(errs, err)
+			return nil
 		}
 		if !d.Type().IsRegular() {
 			return nil
 		}
-		rel, _ := filepath.Rel(src, p)
-		if err := copyFile(p, filepath.Join(dst, rel)); err != nil {
-			return err
+		if err := copyFile(src, p, dst, path.Join(to, strings.TrimPrefix(p, root+"/"))); err != nil {
+			errs = append(errs, err)
+			return nil
 		}
 		n++
 		return nil
 	})
-	return n, err
+	return n, errors.Join(append(errs, err)...)
 }
 
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
+func copyFile(src *workspace.Workspace, from string, dst *workspace.Workspace, to string) error {
+	in, _, err := src.OpenRead(from)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return err
-	}
-	out, err := os.Create(dst)
+	out, err := dst.Create(to)
 	if err != nil {
 		return err
 	}
 	if _, err := io.Copy(out, in); err != nil {
 		out.Close()
-		return err
+		return fmt.Errorf("copy %s: %w", from, err)
 	}
 	return out.Close()
 }

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/baton-bot/baton/core"
 	"github.com/baton-bot/baton/core/chat"
+	"github.com/baton-bot/baton/core/workspace"
 )
 
 // longName is the file a text too long for MaxParts posts is uploaded as.
@@ -183,8 +183,9 @@ func (d *Deliverer) react(ctx context.Context, thread core.ThreadRef, p chat.Pay
 }
 
 // upload posts a file of the task's workspace. The path must be absolute
-// and inside the workspace, symlinks included; a file that cannot be
-// opened is a permanent failure.
+// and inside the workspace, symlinks included, and name a regular file (a
+// named pipe is refused, not waited on); a file that cannot be opened is a
+// permanent failure.
 func (d *Deliverer) upload(ctx context.Context, task core.Task, p chat.Payload) (string, error) {
 	if !filepath.IsAbs(p.Path) {
 		return "", permanent("upload path %q is not absolute", p.Path)
@@ -196,24 +197,16 @@ func (d *Deliverer) upload(ctx context.Context, task core.Task, p chat.Payload) 
 	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
 		return "", permanent("upload path %q is outside the task's workspace", p.Path)
 	}
-	// os.Root refuses symlinks that lead out of the workspace.
-	root, err := os.OpenRoot(task.Workspace)
+	ws, err := workspace.OpenExisting(task.Workspace)
 	if err != nil {
 		return "", permanent("open workspace of task %d: %v", task.ID, err)
 	}
-	defer root.Close()
-	f, err := root.Open(rel)
+	defer ws.Close()
+	f, st, err := ws.OpenRead(filepath.ToSlash(rel))
 	if err != nil {
 		return "", permanent("open upload: %v", err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return "", fmt.Errorf("stat upload: %w", err)
-	}
-	if !st.Mode().IsRegular() {
-		return "", permanent("upload %q is not a regular file", rel)
-	}
 	name := p.Name
 	if name == "" {
 		name = filepath.Base(p.Path)

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -237,6 +238,9 @@ func TestUpload(t *testing.T) {
 	if err := os.Symlink(outside, filepath.Join(ws, "link.txt")); err != nil {
 		t.Fatal(err)
 	}
+	if err := syscall.Mkfifo(filepath.Join(ws, "out", "pipe"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 
 	tests := []struct {
 		name  string
@@ -254,6 +258,7 @@ func TestUpload(t *testing.T) {
 		{"dot-dot", chat.Payload{Path: ws + "/../../" + outside}, core.OutboxFailed, nil},
 		{"a symlink out", chat.Payload{Path: filepath.Join(ws, "link.txt")}, core.OutboxFailed, nil},
 		{"a directory", chat.Payload{Path: filepath.Join(ws, "out")}, core.OutboxFailed, nil},
+		{"a named pipe", chat.Payload{Path: filepath.Join(ws, "out", "pipe")}, core.OutboxFailed, nil}, // refused, not waited on
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -251,17 +251,10 @@ func (b *Bash) run(ctx context.Context, env *Env, a bashArgs) (Result, error) {
 	if err := os.MkdirAll(tmp, 0o755); err != nil {
 		return Result{}, fmt.Errorf("create tmp: %w", err)
 	}
-	logDir, err := env.WS.Resolve("logs/bash")
+	logPath := fmt.Sprintf("logs/bash/%s-%d.log", time.Now().UTC().Format("20060102T150405"), b.seq.Add(1))
+	logFile, err := env.WS.OpenLog(logPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
 	if err != nil {
-		return Result{}, err
-	}
-	if err := os.MkdirAll(logDir, 0o755); err != nil {
-		return Result{}, fmt.Errorf("create logs/bash: %w", err)
-	}
-	logPath := filepath.Join(logDir, fmt.Sprintf("%s-%d.log", time.Now().UTC().Format("20060102T150405"), b.seq.Add(1)))
-	logFile, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o644)
-	if err != nil {
-		return Result{}, fmt.Errorf("create output copy: %w", unwrapPath(err))
+		return Result{}, fmt.Errorf("create output copy: %w", err)
 	}
 	capt := &capture{log: logFile, logMax: b.cfg.KeptBytes}
 
@@ -309,7 +302,7 @@ func (b *Bash) run(ctx context.Context, env *Env, a bashArgs) (Result, error) {
 		pw.Close()
 		pr.Close()
 		logFile.Close()
-		os.Remove(logPath)
+		env.WS.RemoveLog(logPath)
 		return Result{}, fmt.Errorf("start: %w", err)
 	}
 	pw.Close()
@@ -347,10 +340,10 @@ func (b *Bash) run(ctx context.Context, env *Env, a bashArgs) (Result, error) {
 	}
 	b.log.Debug("command finished", "elapsed", elapsed, "bytes", capt.total, "status", status, "sandboxed", b.bwrap != "")
 
-	text, cut := capt.result(env, status, notes, env.WS.Rel(logPath))
+	text, cut := capt.result(env, status, notes, logPath)
 	capt.finish()
 	if !cut {
-		os.Remove(logPath) // everything is in the result
+		env.WS.RemoveLog(logPath) // everything is in the result
 	}
 	return Result{Text: text, IsError: isErr}, nil
 }

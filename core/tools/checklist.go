@@ -6,8 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"path/filepath"
+	"path"
 	"regexp"
 	"sort"
 	"strconv"
@@ -91,13 +90,13 @@ func (t Checklist) apply(ws *workspace.Workspace, a checklistArgs) (string, erro
 	if !checklistName.MatchString(a.Name) {
 		return "", fmt.Errorf("name %q is invalid: use 1-64 letters, digits, '.', '_' or '-'", a.Name)
 	}
-	p, err := ws.Resolve(checklistDir + "/" + a.Name + ".json")
-	if err != nil {
+	p := checklistDir + "/" + a.Name + ".json"
+	if _, err := ws.Resolve(p); err != nil {
 		return "", err
 	}
 	checklistMu.Lock()
 	defer checklistMu.Unlock()
-	cl, err := readChecklist(p)
+	cl, err := readChecklist(ws, p)
 	exists := err == nil
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return "", err
@@ -140,7 +139,7 @@ func (t Checklist) apply(ws *workspace.Workspace, a checklistArgs) (string, erro
 	default:
 		return "", fmt.Errorf("action %q is unknown: use set, check, uncheck or show", a.Action)
 	}
-	if err := writeChecklist(p, cl); err != nil {
+	if err := writeChecklist(ws, p, cl); err != nil {
 		return "", err
 	}
 	return renderChecklist(cl), nil
@@ -164,41 +163,26 @@ func findItem(cl checklistFile, s string) (int, error) {
 	return 0, fmt.Errorf("no item %q in checklist %s; its items are:\n%s", s, cl.Name, renderChecklist(cl))
 }
 
-func readChecklist(p string) (checklistFile, error) {
+func readChecklist(ws *workspace.Workspace, rel string) (checklistFile, error) {
 	var cl checklistFile
-	b, err := os.ReadFile(p)
+	b, err := ws.ReadFile(rel)
 	if err != nil {
 		return cl, err
 	}
 	if err := json.Unmarshal(b, &cl); err != nil {
-		return cl, fmt.Errorf("checklist %s is corrupt: %w", filepath.Base(p), err)
+		return cl, fmt.Errorf("checklist %s is corrupt: %w", path.Base(rel), err)
 	}
 	return cl, nil
 }
 
 // writeChecklist replaces the file atomically so a crash never leaves half a
 // checklist for the prompt.
-func writeChecklist(p string, cl checklistFile) error {
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return fmt.Errorf("create %s: %w", checklistDir, err)
-	}
+func writeChecklist(ws *workspace.Workspace, rel string, cl checklistFile) error {
 	b, err := json.MarshalIndent(cl, "", "  ")
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(p), ".checklist-*")
-	if err != nil {
-		return fmt.Errorf("save checklist: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // no-op after the rename
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return fmt.Errorf("save checklist: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("save checklist: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), p); err != nil {
+	if err := ws.WriteLog(rel, b); err != nil {
 		return fmt.Errorf("save checklist: %w", err)
 	}
 	return nil
@@ -228,11 +212,7 @@ func renderChecklist(cl checklistFile) string {
 // movement's prompt. It returns "" when there are none. A corrupt file is
 // skipped and reported in the error while the others are still rendered.
 func LoadChecklists(ws *workspace.Workspace) (string, error) {
-	dir, err := ws.Resolve(checklistDir)
-	if err != nil {
-		return "", fmt.Errorf("load checklists: %w", err)
-	}
-	entries, err := os.ReadDir(dir)
+	entries, err := ws.ReadDir(checklistDir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", nil
 	}
@@ -249,7 +229,7 @@ func LoadChecklists(ws *workspace.Workspace) (string, error) {
 	var parts []string
 	var errs []error
 	for _, n := range names {
-		cl, err := readChecklist(filepath.Join(dir, n))
+		cl, err := readChecklist(ws, checklistDir+"/"+n)
 		if err != nil {
 			errs = append(errs, err)
 			continue

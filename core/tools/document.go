@@ -6,8 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
+	"path"
 	"strings"
 
 	"github.com/baton-bot/baton/core/docparse"
@@ -108,29 +107,21 @@ func (t ReadDocument) extract(ctx context.Context, env *Env, rel string) (string
 	if rel == "" {
 		return "", errors.New("path is required")
 	}
-	p, err := env.WS.Resolve(rel)
-	if err != nil {
-		return "", err
+	if _, err := env.WS.Resolve(rel); err != nil {
+		return "", err // the clear error for a path outside
 	}
-	ext := strings.ToLower(filepath.Ext(p))
+	ext := strings.ToLower(path.Ext(rel))
 	kind, ok := documentKinds[ext]
 	if !ok {
 		return "", fmt.Errorf("%s: %q documents are not supported (only .docx, .xlsx, .pptx, .pdf); use Read for text files", rel, ext)
 	}
-	if t.Parser == nil {
-		return "", errors.New("documents cannot be read here: no parser process is configured")
-	}
-	f, err := os.Open(p)
+	f, fi, err := env.WS.OpenRead(rel)
 	if err != nil {
-		return "", fmt.Errorf("%s: %w", rel, unwrapPath(err))
+		return "", err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return "", fmt.Errorf("%s: %w", rel, unwrapPath(err))
-	}
-	if fi.IsDir() {
-		return "", fmt.Errorf("%s is a directory", rel)
+	if t.Parser == nil {
+		return "", errors.New("documents cannot be read here: no parser process is configured")
 	}
 	if fi.Size() > MaxDocumentBytes {
 		return "", fmt.Errorf("%s is %d bytes, over the %d MB limit for documents", rel, fi.Size(), MaxDocumentBytes>>20)
@@ -146,25 +137,15 @@ func (t ReadDocument) extract(ctx context.Context, env *Env, rel string) (string
 // keepDocument writes the whole text to logs/documents/ and returns its
 // workspace-relative path.
 func keepDocument(env *Env, rel, text string) (string, error) {
-	dir, err := env.WS.Resolve("logs/documents")
-	if err != nil {
-		return "", err
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
 	name := strings.Map(func(r rune) rune {
 		if r == '/' || r == '\\' || r < ' ' {
 			return '_'
 		}
 		return r
 	}, strings.TrimPrefix(rel, "./")) + ".txt"
-	p, err := env.WS.Resolve("logs/documents/" + name)
-	if err != nil {
+	kept := "logs/documents/" + name
+	if err := env.WS.WriteLog(kept, []byte(text)); err != nil {
 		return "", err
 	}
-	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-		return "", err
-	}
-	return env.WS.Rel(p), nil
+	return kept, nil
 }

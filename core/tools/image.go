@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 
 	"github.com/baton-bot/baton/core/docparse"
 )
@@ -56,22 +55,11 @@ func (t ReadImage) Call(ctx context.Context, env *Env, raw json.RawMessage) Resu
 	if a.Path == "" {
 		return Errorf("ReadImage: path is required")
 	}
-	p, err := env.WS.Resolve(a.Path)
+	f, fi, err := env.WS.OpenRead(a.Path)
 	if err != nil {
 		return failure(t.Name(), err)
-	}
-	f, err := os.Open(p)
-	if err != nil {
-		return failure(t.Name(), fmt.Errorf("open %s: %w", a.Path, unwrapPath(err)))
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return failure(t.Name(), err)
-	}
-	if fi.IsDir() {
-		return Errorf("ReadImage: %s is a directory", a.Path)
-	}
 	if fi.Size() > MaxImageBytes {
 		return Errorf("ReadImage: %s is %d bytes, over the %d MB limit; make a smaller copy with Bash (e.g. ImageMagick's convert -resize) if it is installed",
 			a.Path, fi.Size(), MaxImageBytes>>20)

@@ -9,10 +9,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
+	"path"
 	"sort"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/baton-bot/baton/core/workspace"
 )
 
 // DefaultReadLimit is how many lines Read returns when limit is not given.
@@ -85,23 +87,15 @@ func (t Read) read(env *Env, a readArgs) (Result, error) {
 	if a.Limit == 0 {
 		a.Limit = DefaultReadLimit
 	}
-	p, err := env.WS.Resolve(a.Path)
-	if err != nil {
-		return Result{}, err
-	}
-	f, err := os.Open(p)
-	if err != nil {
-		return Result{}, fmt.Errorf("open %s: %w", a.Path, unwrapPath(err))
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return Result{}, err
-	}
-	if fi.IsDir() {
+	f, fi, err := env.WS.OpenRead(a.Path)
+	if errors.Is(err, workspace.ErrIsDir) {
 		return Result{}, fmt.Errorf("%s is a directory; list it with Glob (pattern %q)", a.Path, strings.TrimSuffix(a.Path, "/")+"/**")
 	}
-	switch strings.ToLower(filepath.Ext(p)) {
+	if err != nil {
+		return Result{}, err
+	}
+	defer f.Close()
+	switch strings.ToLower(path.Ext(a.Path)) {
 	case ".docx", ".xlsx", ".pptx", ".pdf":
 		return Result{}, fmt.Errorf("%s is a document; read it with ReadDocument", a.Path)
 	}

@@ -7,13 +7,9 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path"
-	"path/filepath"
 	"regexp"
-	"sort"
 	"strings"
-	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -33,7 +29,6 @@ const (
 	maxGrepFile    = 16 << 20  // larger files are skipped
 	maxGrepBytes   = 512 << 20 // bytes of files read by one Grep call
 	maxWalk        = 200000    // entries visited by one search
-	readDirBatch   = 256       // directory entries read at a time
 	grepCheckLines = 256       // lines matched between checks of the context
 )
 
@@ -113,8 +108,7 @@ func glob(ctx context.Context, env *Env, pattern string) ([]string, int, error) 
 		return nil, 0, fmt.Errorf("invalid pattern %q", pattern)
 	}
 	base, rest := doublestar.SplitPattern(pattern)
-	dir, err := env.WS.Resolve(base)
-	if err != nil {
+	if _, err := env.WS.Resolve(base); err != nil {
 		return nil, 0, err
 	}
 	show := func(rel string) string {
@@ -124,7 +118,7 @@ func glob(ctx context.Context, env *Env, pattern string) ([]string, int, error) 
 		return path.Join(base, rel)
 	}
 	if rest == "" || rest == "." {
-		fi, err := os.Stat(dir)
+		fi, err := env.WS.Stat(base)
 		if err != nil {
 			return nil, 0, nil
 		}
@@ -139,13 +133,34 @@ func glob(ctx context.Context, env *Env, pattern string) ([]string, int, error) 
 		depth = strings.Count(rest, "/") + 1
 	}
 	var matches []string
-	more := 0
-	err = walk(ctx, dir, func(p string, d fs.DirEntry) error {
+	more, visited := 0, 0
+	dir := "" // the walk's root as Walk names it
+	err := env.WS.Walk(base, func(p string, d fs.DirEntry, err error) error {
+		if dir == "" {
+			dir = p
+		}
+		if err != nil {
+			if p == dir {
+				if errors.Is(err, fs.ErrNotExist) {
+					return fs.SkipAll
+				}
+				return err
+			}
+			return nil // unreadable entry: skip it
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if visited++; visited > maxWalk {
+			return errWalkLimit
+		}
 		if p == dir {
 			return nil
 		}
-		rel, _ := filepath.Rel(dir, p)
-		rel = filepath.ToSlash(rel)
+		rel := strings.TrimPrefix(p, dir+"/")
+		if dir == "." {
+			rel = p
+		}
 		if d.IsDir() && depth > 0 && strings.Count(rel, "/")+1 > depth {
 			return fs.SkipDir
 		}
@@ -163,14 +178,11 @@ func glob(ctx context.Context, env *Env, pattern string) ([]string, int, error) 
 		matches = append(matches, s)
 		return nil
 	})
-	switch {
-	case errors.Is(err, errWalkLimit):
+	if errors.Is(err, errWalkLimit) {
 		more++ // at least one more was not looked at
-	case errors.Is(err, fs.ErrNotExist) && errors.Is(err, errRoot):
-	case err != nil:
-		return matches, more, err
+		err = nil
 	}
-	return matches, more, nil // walk visits in lexical order
+	return matches, more, err // Walk visits in lexical order
 }
 
 // Grep searches file contents with an RE2 regular expression and prints
@@ -249,16 +261,30 @@ func grep(ctx context.Context, env *Env, a grepArgs) (string, error) {
 		return "", fmt.Errorf("invalid glob %q", a.Glob)
 	}
 	a.Context = min(max(a.Context, 0), maxGrepContext)
-	root, err := env.WS.Resolve(a.Path)
+	fi, err := env.WS.Stat(a.Path)
 	if err != nil {
 		return "", err
 	}
-	if _, err := os.Stat(root); err != nil {
-		return "", fmt.Errorf("%s: %w", a.Path, unwrapPath(err))
+	if !fi.IsDir() && !fi.Mode().IsRegular() {
+		_, _, err := env.WS.OpenRead(a.Path) // says what it is
+		return "", err
 	}
 	var out strings.Builder
-	matches, read := 0, int64(0)
-	err = walk(ctx, root, func(p string, d fs.DirEntry) error {
+	matches, visited, read := 0, 0, int64(0)
+	root := ""
+	err = env.WS.Walk(a.Path, func(p string, d fs.DirEntry, err error) error {
+		if root == "" {
+			root = p
+		}
+		if err != nil {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if visited++; visited > maxWalk {
+			return errWalkLimit
+		}
 		if d.IsDir() {
 			if d.Name() == ".git" && p != root {
 				return fs.SkipDir
@@ -268,7 +294,7 @@ func grep(ctx context.Context, env *Env, a grepArgs) (string, error) {
 		if !d.Type().IsRegular() {
 			return nil // symlinks are not followed
 		}
-		rel := env.WS.Rel(p)
+		rel := p
 		if a.Glob != "" {
 			name := rel
 			if !strings.Contains(a.Glob, "/") {
@@ -281,7 +307,7 @@ func grep(ctx context.Context, env *Env, a grepArgs) (string, error) {
 		if read >= maxGrepBytes {
 			return errReadLimit
 		}
-		b, ok := readSmall(p, min(maxGrepFile, maxGrepBytes-read))
+		b, ok := readSmall(env, p, min(maxGrepFile, maxGrepBytes-read))
 		read += int64(len(b))
 		if !ok || isBinary(b) {
 			return nil
@@ -312,108 +338,6 @@ func grep(ctx context.Context, env *Env, a grepArgs) (string, error) {
 		fmt.Fprintf(&out, "[stopped after %d matches; narrow the search with path, glob or a more specific pattern]", matches)
 	}
 	return strings.TrimSuffix(out.String(), "\n"), nil
-}
-
-// readSmall reads the regular file at p if it has at most max bytes. It
-// opens without following a symlink and without blocking (a FIFO or device
-// swapped in after the walk saw a file), and checks the type on the open
-// file; ok is false for anything it did not read whole.
-func readSmall(p string, max int64) (b []byte, ok bool) {
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, false
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() || fi.Size() > max {
-		return nil, false
-	}
-	b, err = io.ReadAll(io.LimitReader(f, max+1))
-	if err != nil || int64(len(b)) > max {
-		return nil, false // it grew
-	}
-	return b, true
-}
-
-// searchTimeout is a Glob or Grep call's time limit.
-func searchTimeout(d time.Duration) time.Duration {
-	if d <= 0 {
-		return DefaultSearchTimeout
-	}
-	return d
-}
-
-// timedOut reports whether err is the search's own time limit rather than
-// the call's context ending (an abort), which stays an error.
-func timedOut(call context.Context, err error) bool {
-	return errors.Is(err, context.DeadlineExceeded) && call.Err() == nil
-}
-
-// errRoot marks the error of the walk's root.
-var errRoot = errors.New("search root")
-
-// walk visits root and what is below it in lexical order without following
-// symlinks, as filepath.WalkDir does, but reads each directory a batch at a
-// time and checks ctx before each entry and batch, so that a huge tree or
-// directory neither holds up a cancellation nor fills memory. It visits at
-// most maxWalk entries, then returns errWalkLimit. visit returning
-// fs.SkipDir for a directory skips it; any other error ends the walk and is
-// returned, as is ctx's. Directories that cannot be read are skipped; an
-// error about root itself wraps errRoot.
-func walk(ctx context.Context, root string, visit func(p string, d fs.DirEntry) error) error {
-	fi, err := os.Lstat(root)
-	if err != nil {
-		return fmt.Errorf("%w: %w", errRoot, err)
-	}
-	visited := 0
-	var dir func(p string, nofollow bool) error
-	step := func(p string, d fs.DirEntry, nofollow bool) error {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if visited++; visited > maxWalk {
-			return errWalkLimit
-		}
-		err := visit(p, d)
-		if errors.Is(err, fs.SkipDir) {
-			return nil
-		}
-		if err != nil || !d.IsDir() {
-			return err
-		}
-		return dir(p, nofollow)
-	}
-	dir = func(p string, nofollow bool) error {
-		flags := os.O_RDONLY | syscall.O_DIRECTORY
-		if nofollow {
-			flags |= syscall.O_NOFOLLOW // swapped for a symlink since it was listed
-		}
-		f, err := os.OpenFile(p, flags, 0)
-		if err != nil {
-			return nil
-		}
-		var entries []fs.DirEntry
-		for len(entries) <= maxWalk-visited {
-			if err := ctx.Err(); err != nil {
-				f.Close()
-				return err
-			}
-			batch, err := f.ReadDir(readDirBatch)
-			entries = append(entries, batch...)
-			if err != nil {
-				break // io.EOF, or unreadable: what was read is visited
-			}
-		}
-		f.Close()
-		sort.Slice(entries, func(i, j int) bool { return entries[i].Name() < entries[j].Name() })
-		for _, e := range entries {
-			if err := step(filepath.Join(p, e.Name()), e, true); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	return step(root, fs.FileInfoToDirEntry(fi), false)
 }
 
 // grepFile writes up to limit matches of re in b with ctxLines of context
@@ -469,4 +393,38 @@ func clip(s string) string {
 		n--
 	}
 	return displayable(s[:n]) + "…"
+}
+
+// searchTimeout is a Glob or Grep call's time limit.
+func searchTimeout(d time.Duration) time.Duration {
+	if d <= 0 {
+		return DefaultSearchTimeout
+	}
+	return d
+}
+
+// timedOut reports whether err is the search's own time limit rather than
+// the call's context ending (an abort), which stays an error.
+func timedOut(call context.Context, err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) && call.Err() == nil
+}
+
+// readSmall reads the regular file rel of the workspace if it has at most
+// max bytes. The open is confined and never blocks (a FIFO or device
+// swapped in after the walk saw a file is refused), and the size is checked
+// on the open file; ok is false for anything it did not read whole.
+func readSmall(env *Env, rel string, max int64) (b []byte, ok bool) {
+	f, fi, err := env.WS.OpenRead(rel)
+	if err != nil {
+		return nil, false
+	}
+	defer f.Close()
+	if fi.Size() > max {
+		return nil, false
+	}
+	b, err = io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil || int64(len(b)) > max {
+		return nil, false // it grew
+	}
+	return b, true
 }

@@ -3,7 +3,6 @@ package tools
 import (
 	"context"
 	"errors"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -76,35 +75,23 @@ func TestSearchSparseFileAndFIFO(t *testing.T) {
 	}
 }
 
-// TestWalkChecksTheContextAtEachEntry: a walk stops at the first entry
-// after its context ends, and reports why.
-func TestWalkChecksTheContextAtEachEntry(t *testing.T) {
+// TestSearchChecksTheContextFirst: a search whose context has ended
+// visits nothing and says why.
+func TestSearchChecksTheContextFirst(t *testing.T) {
 	env := newEnv(t)
 	for _, name := range []string{"a", "b", "c", "d/e", "d/f"} {
-		put(t, env, "input/"+name, nil)
+		put(t, env, "input/"+name, []byte("x\n"))
 	}
-	root := filepath.Join(env.WS.Root(), "input")
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var seen []string
-	err := walk(ctx, root, func(p string, d fs.DirEntry) error {
-		rel, _ := filepath.Rel(root, p)
-		seen = append(seen, filepath.ToSlash(rel))
-		if rel == "b" {
-			cancel()
-		}
-		return nil
-	})
-	if !errors.Is(err, context.Canceled) || strings.Join(seen, " ") != ". a b" {
-		t.Errorf("walk = %v after %q, want context.Canceled after . a b", err, seen)
+	cancel()
+	if m, _, err := glob(ctx, env, "input/**"); !errors.Is(err, context.Canceled) || len(m) != 0 {
+		t.Errorf("glob = %q, %v; want nothing and context.Canceled", m, err)
 	}
-	seen = nil
-	err = walk(context.Background(), root, func(p string, d fs.DirEntry) error {
-		rel, _ := filepath.Rel(root, p)
-		seen = append(seen, filepath.ToSlash(rel))
-		return nil
-	})
-	if err != nil || strings.Join(seen, " ") != ". a b c d d/e d/f" {
-		t.Errorf("walk = %v after %q, want every entry in lexical order", err, seen)
+	if out, err := grep(ctx, env, grepArgs{Pattern: "x", Path: "input"}); !errors.Is(err, context.Canceled) || out != "" {
+		t.Errorf("grep = %q, %v; want nothing and context.Canceled", out, err)
+	}
+	m, _, err := glob(context.Background(), env, "input/**")
+	if err != nil || strings.Join(m, " ") != "input/a input/b input/c input/d/ input/d/e input/d/f" {
+		t.Errorf("glob = %q, %v; want every entry in lexical order", m, err)
 	}
 }

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 )
 
@@ -48,14 +46,8 @@ func (t Write) Call(ctx context.Context, env *Env, raw json.RawMessage) Result {
 	if err != nil {
 		return failure(t.Name(), err)
 	}
-	if fi, err := os.Stat(p); err == nil && fi.IsDir() {
-		return Errorf("Write: %s is a directory", a.Path)
-	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return failure(t.Name(), fmt.Errorf("create folders for %s: %w", a.Path, unwrapPath(err)))
-	}
-	if err := os.WriteFile(p, []byte(a.Content), 0o644); err != nil {
-		return failure(t.Name(), fmt.Errorf("write %s: %w", a.Path, unwrapPath(err)))
+	if err := env.WS.WriteFile(a.Path, []byte(a.Content)); err != nil {
+		return failure(t.Name(), err)
 	}
 	return Result{Text: fmt.Sprintf("Wrote %d bytes to %s", len(a.Content), env.WS.Rel(p))}
 }
@@ -113,20 +105,12 @@ func (t Edit) edit(env *Env, a editArgs) (int, error) {
 	case a.OldString == a.NewString:
 		return 0, errors.New("old_string and new_string are the same; nothing to change")
 	}
-	p, err := env.WS.ResolveWrite(a.Path)
-	if err != nil {
+	if _, err := env.WS.ResolveWrite(a.Path); err != nil {
 		return 0, err
 	}
-	fi, err := os.Stat(p)
+	b, err := env.WS.ReadFile(a.Path)
 	if err != nil {
-		return 0, fmt.Errorf("%s: %w", a.Path, unwrapPath(err))
-	}
-	if fi.IsDir() {
-		return 0, fmt.Errorf("%s is a directory", a.Path)
-	}
-	b, err := os.ReadFile(p)
-	if err != nil {
-		return 0, fmt.Errorf("read %s: %w", a.Path, unwrapPath(err))
+		return 0, err
 	}
 	s := string(b)
 	n := strings.Count(s, a.OldString)
@@ -141,8 +125,8 @@ func (t Edit) edit(env *Env, a editArgs) (int, error) {
 	} else {
 		s = strings.Replace(s, a.OldString, a.NewString, 1)
 	}
-	if err := os.WriteFile(p, []byte(s), fi.Mode().Perm()); err != nil {
-		return 0, fmt.Errorf("write %s: %w", a.Path, unwrapPath(err))
+	if err := env.WS.WriteFile(a.Path, []byte(s)); err != nil { // the file keeps its mode
+		return 0, err
 	}
 	return n, nil
 }

@@ -3,15 +3,27 @@
 // A Workspace is <data_dir>/workspaces/<task id>-<random suffix>/ (the
 // name its task keeps in the store) with three folders: input/ (files
 // people attached), output/ (files the agent produces, sent back to the
-// thread) and logs/ (engine records: tools may read them, not write them). Open makes all three; OpenLazy makes logs/ only and leaves
-// input/ and output/ to Prepare, for a job that may never need them. Every path a tool receives goes through Resolve or
-// ResolveWrite, which refuse absolute paths, ".." escapes and symlinks that
-// lead outside the workspace.
+// thread) and logs/ (engine records: tools may read them, not write them).
+// Open makes all three; OpenLazy makes logs/ only and leaves input/ and
+// output/ to Prepare, for a job that may never need them.
 //
-// Resolution checks the file system as it is at the time of the call; a
-// process that swaps a directory for a symlink between Resolve and the
-// following open is not guarded against (Baton's tools run one at a time per
-// job, and Bash runs in a sandbox whose only writable tree is the workspace).
+// The agent controls the workspace's contents (its Bash can make symlinks,
+// named pipes and swap folders at any moment), so Baton's own process never
+// touches a file in it by an absolute path. Every host-side access goes
+// through a Workspace method, done on an os.Root opened on the workspace:
+// each step of a path is opened relative to the one before, and a symlink
+// that leads out is refused at the moment it is met, so a swap racing the
+// call can move a write or a read to another place inside the workspace but
+// never outside it. Records under logs/ are written through a root opened
+// on logs/ itself (OpenLog, WriteLog), so they stay inside logs/. Opens
+// refuse anything but a regular file (ErrNotRegular) without blocking on a
+// named pipe, and walks (Walk, Files) never follow a symlink.
+//
+// Resolve and ResolveWrite check a path before the access: they give the
+// clear errors the model sees (ErrOutside, ErrReadOnly) and expand the
+// symlinks inside the workspace that os.Root would refuse (absolute ones).
+// The refusal of logs/ for tools is that check; confinement to the
+// workspace does not depend on it.
 //
 // Claim ties the directory of all workspaces to one store, so that a new
 // store never hands old workspaces to new tasks; Quota applies a
@@ -46,11 +58,13 @@ var (
 	ErrReadOnly = errors.New("logs/ is read-only for tools")
 )
 
-// Workspace is one task's directory. Its methods are safe for concurrent use
-// (they hold no mutable state), though concurrent writers to the same files
-// must coordinate among themselves.
+// Workspace is one task's directory. Its methods are safe for concurrent use,
+// though concurrent writers to the same files must coordinate among
+// themselves. Close releases the directory handle it holds (a Workspace
+// dropped without Close releases it when collected).
 type Workspace struct {
-	root string // absolute, symlinks evaluated
+	root string   // absolute, symlinks evaluated
+	dir  *os.Root // root, opened once: every host-side access goes through it
 }
 
 // FileInfo describes one regular file in a listing.
@@ -67,6 +81,7 @@ func Open(dir string) (*Workspace, error) {
 		return nil, err
 	}
 	if err := w.Prepare(); err != nil {
+		w.Close()
 		return nil, err
 	}
 	return w, nil
@@ -85,27 +100,66 @@ func OpenLazy(dir string) (*Workspace, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open workspace %s: %w", dir, err)
 	}
-	if err := os.MkdirAll(filepath.Join(abs, Logs), 0o755); err != nil {
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return nil, fmt.Errorf("open workspace %s: %w", dir, err)
+	}
+	w, err := OpenExisting(abs)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.mkdir(Logs); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open workspace %s: %w", dir, err)
+	}
+	return w, nil
+}
+
+// OpenExisting returns the workspace rooted at dir without creating
+// anything, for a reader such as the outbox; it fails when dir is missing.
+func OpenExisting(dir string) (*Workspace, error) {
+	if dir == "" {
+		return nil, errors.New("open workspace: empty directory")
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
 		return nil, fmt.Errorf("open workspace %s: %w", dir, err)
 	}
 	root, err := filepath.EvalSymlinks(abs)
 	if err != nil {
 		return nil, fmt.Errorf("open workspace %s: %w", dir, err)
 	}
-	return &Workspace{root: root}, nil
+	d, err := os.OpenRoot(root)
+	if err != nil {
+		return nil, fmt.Errorf("open workspace %s: %w", dir, err)
+	}
+	return &Workspace{root: root, dir: d}, nil
 }
+
+// Close releases the workspace's directory handle; the Workspace must not
+// be used afterwards.
+func (w *Workspace) Close() error { return w.dir.Close() }
 
 // Prepare creates input/ and output/ when missing.
 func (w *Workspace) Prepare() error {
 	for _, sub := range []string{Input, Output} {
-		if err := os.Mkdir(filepath.Join(w.root, sub), 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		if err := w.mkdir(sub); err != nil {
 			return fmt.Errorf("prepare workspace %s: %w", w.root, err)
 		}
 	}
 	return nil
 }
 
-// Root returns the workspace's absolute directory, with symlinks evaluated.
+// mkdir creates the top-level folder name when nothing has that name yet.
+func (w *Workspace) mkdir(name string) error {
+	if err := w.dir.Mkdir(name, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	return nil
+}
+
+// Root returns the workspace's absolute directory, with symlinks evaluated,
+// for what runs in the sandbox (whose only writable tree it is). Baton's own
+// process uses the workspace's methods instead of paths under it.
 func (w *Workspace) Root() string { return w.root }
 
 // Resolve maps a workspace-relative path ("input/a.txt", "" or "." for the
@@ -113,7 +167,8 @@ func (w *Workspace) Root() string { return w.root }
 // returns an error wrapping ErrOutside when the path is absolute, climbs
 // above the root, or passes through a symlink (at any component, dangling or
 // not) whose target lies outside. The returned path need not exist: missing
-// components are joined as written.
+// components are joined as written. It is a check, true when it is made:
+// open what it names through the workspace's methods, never with package os.
 func (w *Workspace) Resolve(rel string) (string, error) {
 	p, err := w.resolve(rel)
 	if err != nil {
@@ -232,12 +287,8 @@ func split(p string) []string {
 // (all when max <= 0) and how many more there are. Symlinks are not followed
 // nor listed. A missing folder lists as empty.
 func (w *Workspace) Files(sub string, max int) ([]FileInfo, int, error) {
-	dir, err := w.Resolve(sub)
-	if err != nil {
-		return nil, 0, fmt.Errorf("list %s: %w", sub, err)
-	}
 	var all []FileInfo
-	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	err := w.Walk(sub, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				return nil
@@ -251,7 +302,7 @@ func (w *Workspace) Files(sub string, max int) ([]FileInfo, int, error) {
 		if err != nil {
 			return nil // removed while walking
 		}
-		all = append(all, FileInfo{Name: w.Rel(p), Size: info.Size()})
+		all = append(all, FileInfo{Name: p, Size: info.Size()})
 		return nil
 	})
 	if err != nil {
