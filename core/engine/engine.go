@@ -157,10 +157,13 @@ type Config struct {
 	ReminderAfter       int   // text-only replies before a reminder (1)
 	MovementLogBytes    int64 // cap of each movement's log under logs/ (2 MiB)
 	WorkspaceRoot       string
-	Observer            Observer // optional
-	Meter               Meter    // optional
-	Now                 func() time.Time
-	Logger              *slog.Logger
+	// Sandbox runs git for the git_context excerpt; without a working one
+	// (nil, mode none, or a failed probe) the excerpt is a note saying so.
+	Sandbox  Sandbox
+	Observer Observer // optional
+	Meter    Meter    // optional
+	Now      func() time.Time
+	Logger   *slog.Logger
 }
 
 func (c *Config) setDefaults() {

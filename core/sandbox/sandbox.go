@@ -127,7 +127,8 @@ type Sandbox struct {
 // Auto a failed probe leaves a Sandbox whose Available reports why (the
 // reason is also logged); under Bwrap it is an error. With Config.Network
 // the user-mode network is probed too: when it fails, Network reports why
-// and commands asking for it are refused (under Bwrap, New fails).
+// and commands asking for it are refused, never given the host's network
+// (piece validation refuses the movements that would ask).
 func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 	if cfg.Mode == "" {
 		cfg.Mode = Auto
@@ -180,17 +181,14 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 			return nil, fmt.Errorf("sandbox bwrap: %w", err)
 		}
 		s.bwrap = ""
-		s.disabled = fmt.Sprintf("the sandbox does not work on this host (%v); "+
+		s.disabled = fmt.Sprintf("the bubblewrap sandbox does not work on this host (%v); "+
 			"an operator can fix the host or set tools.bash.sandbox", err)
-		s.log.Warn("the sandbox is unavailable: Bash and the git excerpt are disabled", "reason", err)
+		s.log.Warn("Bash disabled: bubblewrap does not work here", "reason", err, "also", "the git excerpt")
 		return s, nil
 	}
 	s.cgroup = detectCgroups(s.log)
 	if cfg.Network {
 		if err := s.probeNetwork(ctx); err != nil {
-			if cfg.Mode == Bwrap {
-				return nil, fmt.Errorf("sandbox bwrap: network: %w", err)
-			}
 			s.netErr = err
 			s.log.Warn("the sandbox's network does not work here: movements with network: true are refused", "reason", err)
 		} else {

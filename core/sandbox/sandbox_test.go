@@ -361,6 +361,21 @@ func TestNetworkDenied(t *testing.T) {
 	}
 }
 
+// TestNetworkWithoutPasta: network allowed but pasta missing: commands run,
+// the network is refused with the reason, never the host's.
+func TestNetworkWithoutPasta(t *testing.T) {
+	s := requireBwrap(t, Config{Network: true, PastaPath: "/nonexistent/pasta"})
+	if ok, why := s.Available(); !ok {
+		t.Fatal(why)
+	}
+	if err := s.Network(); err == nil || !strings.Contains(err.Error(), "pasta (passt) not found") {
+		t.Errorf("Network() = %v", err)
+	}
+	if _, err := s.Command(context.Background(), Spec{Argv: []string{"/bin/true"}, Network: true}); err == nil {
+		t.Error("a command was given the network without pasta")
+	}
+}
+
 // TestNetworkGranted: with the network, the host's loopback and private
 // addresses stay unreachable. pasta needs /dev/net/tun usable by the
 // sandbox's user; where it is not (mode 0600), root reruns the test in a
