@@ -99,13 +99,25 @@ type WorkersConfig struct {
 
 // ToolsConfig configures the agent's tools.
 type ToolsConfig struct {
-	Bash BashConfig `yaml:"bash"`
+	Bash    BashConfig    `yaml:"bash"`
+	Sandbox SandboxConfig `yaml:"sandbox"`
 }
 
 // BashConfig configures the Bash tool.
 type BashConfig struct {
-	Sandbox string        `yaml:"sandbox"` // auto | bwrap | none
+	Sandbox string        `yaml:"sandbox"` // auto | bwrap | none: the sandbox of Bash and git
 	Timeout time.Duration `yaml:"timeout"`
+	Network string        `yaml:"network"` // deny | allow_pieces
+}
+
+// SandboxConfig sets the sandbox's user and per-command resource limits.
+type SandboxConfig struct {
+	UID            int   `yaml:"uid"`
+	GID            int   `yaml:"gid"`
+	MaxProcesses   int   `yaml:"max_processes"`
+	MaxMemoryBytes int64 `yaml:"max_memory_bytes"`
+	MaxOpenFiles   int   `yaml:"max_open_files"`
+	MaxFileBytes   int64 `yaml:"max_file_bytes"`
 }
 
 // FilesConfig limits attachments.
@@ -207,10 +219,13 @@ func DefaultConfig() Config {
 		Agent:   AgentConfig{ReminderAfter: 1},
 		Queue:   QueueConfig{Lease: 30 * time.Second, Heartbeat: 10 * time.Second, MaxFailures: 5},
 		Workers: WorkersConfig{Concurrency: 4, ShutdownGrace: 20 * time.Second},
-		Tools: ToolsConfig{Bash: BashConfig{
-			Sandbox: "auto",
-			Timeout: 120 * time.Second,
-		}},
+		Tools: ToolsConfig{
+			Bash: BashConfig{Sandbox: "auto", Timeout: 120 * time.Second, Network: "deny"},
+			Sandbox: SandboxConfig{
+				UID: 65534, GID: 65534,
+				MaxProcesses: 256, MaxMemoryBytes: 2 << 30, MaxOpenFiles: 1024, MaxFileBytes: 1 << 30,
+			},
+		},
 		Files:      FilesConfig{MaxBytes: 20000000},
 		Workspaces: WorkspacesConfig{Retention: 720 * time.Hour, MaxBytes: 2000000000, MinFreeBytes: 1000000000},
 		HTTP:       HTTPConfig{Addr: "127.0.0.1:8080", MaxConnections: 512},
@@ -555,6 +570,13 @@ func (c Config) Validate() error {
 
 	v.oneOf("tools.bash.sandbox", c.Tools.Bash.Sandbox, "auto", "bwrap", "none")
 	v.duration("tools.bash.timeout", c.Tools.Bash.Timeout)
+	v.oneOf("tools.bash.network", c.Tools.Bash.Network, "deny", "allow_pieces")
+	v.positive("tools.sandbox.uid", int64(c.Tools.Sandbox.UID))
+	v.positive("tools.sandbox.gid", int64(c.Tools.Sandbox.GID))
+	v.positive("tools.sandbox.max_processes", int64(c.Tools.Sandbox.MaxProcesses))
+	v.positive("tools.sandbox.max_memory_bytes", c.Tools.Sandbox.MaxMemoryBytes)
+	v.positive("tools.sandbox.max_open_files", int64(c.Tools.Sandbox.MaxOpenFiles))
+	v.positive("tools.sandbox.max_file_bytes", c.Tools.Sandbox.MaxFileBytes)
 
 	v.positive("files.max_bytes", c.Files.MaxBytes)
 	v.duration("workspaces.retention", c.Workspaces.Retention)

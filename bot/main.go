@@ -468,11 +468,15 @@ func (m *Main) pieces(ctx context.Context, args []string) error {
 	default:
 		return usageErr("baton pieces: unknown subcommand %q: want validate or list", sub)
 	}
-	set, err := loadTools(m.Config, m.Logger)
+	sb, err := openSandbox(ctx, m.Config, m.Logger)
 	if err != nil {
 		return err
 	}
-	lib, err := loadPieces(m.Config, set)
+	set, err := loadTools(m.Config, sb, m.Logger)
+	if err != nil {
+		return err
+	}
+	lib, err := loadPieces(m.Config, set, sb)
 	if err != nil {
 		// Every problem of the built-in pieces and pieces_dir, one a line.
 		fmt.Fprintln(m.Stderr, strings.TrimPrefix(err.Error(), "pieces: "))

@@ -57,7 +57,7 @@ func TestMainExitCodes(t *testing.T) {
 		{"serve extra argument", nil, []string{"serve", "now"}, 2, []string{`unexpected argument "now"`}, nil},
 		{"worker without redis", nil, []string{"worker"}, 2, []string{"baton worker: redis.url: must be set"}, nil},
 		{"gateway without redis", nil, []string{"gateway"}, 2, []string{"baton gateway: redis.url: must be set"}, nil},
-		{"chat ends with its input", nil, []string{"chat", "--config", quiet, "--piece", "research", "--data-dir", t.TempDir()}, 0, nil, []string{"/quit leaves"}},
+		{"chat ends with its input", nil, []string{"chat", "--config", quiet, "--piece", "research", "--data-dir", reachableDir(t)}, 0, nil, []string{"/quit leaves"}},
 		{"chat unknown piece", nil, []string{"chat", "--config", quiet, "--piece", "nope", "--data-dir", t.TempDir()}, 2, []string{"default_piece"}, nil},
 		{"run unknown task", data, []string{"run", "--config", quiet, "--task", "3", "say hello"}, 2, []string{"there is no task #3"}, nil},
 		{"run unknown piece", data, []string{"run", "--config", quiet, "--piece", "nope", "say hello"}, 2, []string{`no piece named "nope"`}, nil},
@@ -182,4 +182,41 @@ func TestPiecesDirInsideWorkspacesRefused(t *testing.T) {
 	if code, _, stderr := runMain(t, map[string]string{"BATON_DATA_DIR": data}, "pieces", "list", "--config", cfg); code != 0 {
 		t.Errorf("pieces_dir beside the workspaces: exit %d\n%s", code, stderr)
 	}
+}
+
+// TestPiecesNetworkIsTheOperators: a movement with network: true fails
+// validation unless tools.bash.network grants it, naming the key. (Granted
+// where pasta does not work, core/sandbox's TestNetworkWithoutPasta.)
+func TestPiecesNetworkIsTheOperators(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "fetch.yaml")
+	src := "name: fetch\nmovements:\n  - name: get\n    instruction: Fetch.\n    tools: [Bash]\n    network: true\n    next: [COMPLETE]\n"
+	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	data := map[string]string{"BATON_DATA_DIR": reachableDir(t)}
+	deny := writeConfig(t, "log:\n  level: warn\n")
+	code, _, stderr := runMain(t, data, "pieces", "validate", "--config", deny, file)
+	if code != 1 || !strings.Contains(stderr, file+":6: ") || !strings.Contains(stderr, "tools.bash.network: deny; set it to allow_pieces") {
+		t.Errorf("exit %d, stderr:\n%s", code, stderr)
+	}
+	noPasta := writeConfig(t, "log:\n  level: error\ntools:\n  bash:\n    sandbox: none\n    network: allow_pieces\n")
+	if code, _, stderr := runMain(t, data, "pieces", "validate", "--config", noPasta, file); code != 0 {
+		t.Errorf("sandbox none, network allowed: exit %d\n%s", code, stderr)
+	}
+}
+
+// reachableDir is a data_dir the sandbox's user can reach when the tests
+// run as root (t.TempDir's parent is private to its owner): the sandbox
+// works there instead of disabling Bash with a warning.
+func reachableDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "baton-bot-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/baton-bot/baton/core/llm"
 	"github.com/baton-bot/baton/core/outbox"
 	"github.com/baton-bot/baton/core/piece"
+	"github.com/baton-bot/baton/core/sandbox"
 	"github.com/baton-bot/baton/core/sqlite"
 	"github.com/baton-bot/baton/core/tokens"
 	"github.com/baton-bot/baton/core/tools"
@@ -131,19 +132,59 @@ func claimWorkspaces(ctx context.Context, cfg Config, st *sqlite.Store, policy w
 	return nil
 }
 
-// loadTools builds the tool set; Bash follows tools.bash. ReadDocument and
-// ReadImage parse in a child: this binary re-executed as `baton
-// internal-parse`, with its own CPU, memory and file limits, killed on
-// timeout and abort.
-func loadTools(cfg Config, log *slog.Logger) (*tools.Set, error) {
-	bash, err := tools.NewBash(tools.BashConfig{Sandbox: cfg.Tools.Bash.Sandbox, Timeout: cfg.Tools.Bash.Timeout, Logger: log})
+// openSandbox builds and probes the one sandbox of Bash and git
+// (tools.bash.sandbox, tools.bash.network, tools.sandbox).
+func openSandbox(ctx context.Context, cfg Config, log *slog.Logger) (*sandbox.Sandbox, error) {
+	sc := cfg.Tools.Sandbox
+	sb, err := sandbox.New(ctx, sandbox.Config{
+		Mode: cfg.Tools.Bash.Sandbox, UID: sc.UID, GID: sc.GID,
+		Limits: sandbox.Limits{
+			Processes: sc.MaxProcesses, AddressSpaceBytes: sc.MaxMemoryBytes,
+			OpenFiles: sc.MaxOpenFiles, FileBytes: sc.MaxFileBytes,
+		},
+		Network:    cfg.Tools.Bash.Network == "allow_pieces",
+		Workspaces: workspaceRoot(cfg),
+		Logger:     log,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("tools.bash.sandbox: %w", err)
 	}
-	if ok, why := bash.Available(); !ok {
-		log.Warn("the Bash tool is disabled", "reason", why)
+	return sb, nil
+}
+
+// loadTools builds the tool set; Bash runs in sb. ReadDocument and
+// ReadImage parse in a child: this binary re-executed as `baton
+// internal-parse`, with its own CPU, memory and file limits, killed on
+// timeout and abort.
+func loadTools(cfg Config, sb *sandbox.Sandbox, log *slog.Logger) (*tools.Set, error) {
+	bash, err := tools.NewBash(tools.BashConfig{Sandbox: sb, Timeout: cfg.Tools.Bash.Timeout, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("tools.bash: %w", err)
 	}
-	return tools.Builtin(bash, parser(log)), nil
+	return tools.Builtin(bash, parser(log)), nil // the sandbox has logged why, when Bash is disabled
+}
+
+// loadPieces loads the built-in pieces and pieces_dir, once: jobs use
+// this set and never read pieces_dir again. It refuses a pieces_dir inside
+// the workspaces. A movement asking for the network is refused unless
+// tools.bash.network allows it and the sandbox can give it.
+func loadPieces(cfg Config, set *tools.Set, sb *sandbox.Sandbox) (*piece.Library, error) {
+	if err := piecesOutsideWorkspaces(cfg); err != nil {
+		return nil, err
+	}
+	rules := piece.Rules{KnownTool: func(name string) bool { _, ok := set.Lookup(name); return ok }}
+	switch {
+	case cfg.Tools.Bash.Network != "allow_pieces":
+		rules.NoNetwork = "the operator has not allowed network access (tools.bash.network: " + cfg.Tools.Bash.Network + "; set it to allow_pieces)"
+	case sb.Network() != nil:
+		rules.NoNetwork = fmt.Sprintf("tools.bash.network is allow_pieces, but the sandbox cannot give the network here: %v", sb.Network())
+	}
+	lib, err := piece.Load(configs.FS, cfg.PiecesDir, rules)
+
+	if err != nil {
+		return nil, fmt.Errorf("pieces: %w", err)
+	}
+	return lib, nil
 }
 
 // parser is the Runner of the parser child; nil (ReadDocument disabled) when
@@ -155,21 +196,6 @@ func parser(log *slog.Logger) tools.Parser {
 		return nil
 	}
 	return &docparse.Runner{Command: docparse.Exec(exe, docparse.Subcommand), Logger: log}
-}
-
-// loadPieces loads the built-in pieces and pieces_dir, once: jobs use
-// this set and never read pieces_dir again. It refuses a pieces_dir inside
-// the workspaces.
-func loadPieces(cfg Config, set *tools.Set) (*piece.Library, error) {
-	if err := piecesOutsideWorkspaces(cfg); err != nil {
-		return nil, err
-	}
-	known := func(name string) bool { _, ok := set.Lookup(name); return ok }
-	lib, err := piece.Load(configs.FS, cfg.PiecesDir, known)
-	if err != nil {
-		return nil, fmt.Errorf("pieces: %w", err)
-	}
-	return lib, nil
 }
 
 // piecesOutsideWorkspaces refuses a pieces_dir at or under data_dir's
@@ -222,11 +248,15 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger, opts systemOpt
 		return nil, err
 	}
 
-	set, err := loadTools(cfg, log)
+	sb, err := openSandbox(ctx, cfg, log)
 	if err != nil {
 		return nil, err
 	}
-	if sys.pieces, err = loadPieces(cfg, set); err != nil {
+	set, err := loadTools(cfg, sb, log)
+	if err != nil {
+		return nil, err
+	}
+	if sys.pieces, err = loadPieces(cfg, set, sb); err != nil {
 		return nil, err
 	}
 	if _, ok := sys.pieces.Lookup(cfg.DefaultPiece); !ok {
@@ -280,8 +310,8 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger, opts systemOpt
 		},
 		ToolResultMaxTokens: cfg.Context.ToolResultMaxTokens, ReminderAfter: cfg.Agent.ReminderAfter,
 		WorkspaceRoot: workspaceRoot(cfg), MaxWorkspaceBytes: cfg.Workspaces.MaxBytes,
-		Floor:    workspace.NewFloor(workspace.FloorConfig{Dir: cfg.DataDir, MinFreeBytes: cfg.Workspaces.MinFreeBytes, Logger: log}),
-		Observer: observer, Meter: sys.metrics, Logger: log,
+		Floor:   workspace.NewFloor(workspace.FloorConfig{Dir: cfg.DataDir, MinFreeBytes: cfg.Workspaces.MinFreeBytes, Logger: log}),
+		Sandbox: sb, Observer: observer, Meter: sys.metrics, Logger: log,
 	})
 	if err != nil {
 		return nil, err

@@ -162,7 +162,10 @@ type Config struct {
 	// that write (see workspace.Quota); 0: no cap.
 	MaxWorkspaceBytes int64
 	// Floor is data_dir's free-space floor, shared by every job; nil: none.
-	Floor    *workspace.Floor
+	Floor *workspace.Floor
+	// Sandbox runs git for the git_context excerpt; without a working one
+	// (nil, mode none, or a failed probe) the excerpt is a note saying so.
+	Sandbox  Sandbox
 	Observer Observer // optional
 	Meter    Meter    // optional
 	Now      func() time.Time

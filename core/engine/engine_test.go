@@ -24,6 +24,7 @@ import (
 	"github.com/baton-bot/baton/core/llm"
 	"github.com/baton-bot/baton/core/llmtest"
 	"github.com/baton-bot/baton/core/piece"
+	"github.com/baton-bot/baton/core/sandbox"
 	"github.com/baton-bot/baton/core/sqlite"
 	"github.com/baton-bot/baton/core/tokens"
 	"github.com/baton-bot/baton/core/tools"
@@ -52,7 +53,17 @@ type option func(*engine.Config)
 func newFixture(t testing.TB, pieces map[string]string, opts ...option) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "baton.db"), sqlite.Options{WorkspaceRoot: t.TempDir()})
+	// Workspaces where the sandbox's user can reach them (t.TempDir's
+	// parent is private to its owner, root in CI).
+	wsRoot, err := os.MkdirTemp("", "baton-engine-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(wsRoot) })
+	if err := os.Chmod(wsRoot, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "baton.db"), sqlite.Options{WorkspaceRoot: wsRoot})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,12 +74,16 @@ func newFixture(t testing.TB, pieces map[string]string, opts ...option) *fixture
 			t.Fatal(err)
 		}
 	}
-	bash, err := tools.NewBash(tools.BashConfig{Sandbox: "none"})
+	sb, err := sandbox.New(context.Background(), sandbox.Config{Mode: sandbox.None})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bash, err := tools.NewBash(tools.BashConfig{Sandbox: sb})
 	if err != nil {
 		t.Fatal(err)
 	}
 	box := tools.Builtin(bash, nil)
-	lib, err := piece.Load(configs.FS, dir, func(n string) bool { _, ok := box.Lookup(n); return ok })
+	lib, err := piece.Load(configs.FS, dir, piece.Rules{KnownTool: func(n string) bool { _, ok := box.Lookup(n); return ok }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -633,7 +648,14 @@ movements:
     tools: [Read]
     next: [COMPLETE]
 `
-	f := newFixture(t, map[string]string{"git-step": gitPiece})
+	sb, err := sandbox.New(context.Background(), sandbox.Config{Mode: sandbox.Bwrap})
+	if err != nil {
+		if os.Getenv("BATON_REQUIRE_BWRAP") != "1" {
+			t.Skipf("bubblewrap does not work here: %v", err)
+		}
+		t.Fatal(err)
+	}
+	f := newFixture(t, map[string]string{"git-step": gitPiece}, func(c *engine.Config) { c.Sandbox = sb })
 	git := func(args ...string) {
 		t.Helper()
 		cmd := exec.Command("git", append([]string{"-C", f.ws, "-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)

@@ -172,7 +172,7 @@ func (pr *pieceRun) run(ctx context.Context) (core.Finish, error) {
 			}
 		}
 		if mv.GitContext {
-			pr.state.Git = gitExcerpt(ctx, pr.ws.Root())
+			pr.state.Git = gitExcerpt(ctx, pr.e.cfg.Sandbox, pr.ws.Root(), pr.e.text.msg("git_unavailable"))
 		}
 
 		switch out.Next {

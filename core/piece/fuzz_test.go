@@ -29,7 +29,7 @@ func FuzzParse(f *testing.F) {
 		"personas/p.ja.md": {Data: []byte("ピー。")},
 	}
 	f.Fuzz(func(t *testing.T, src []byte) {
-		pc, err := piece.Parse(src, "pieces/f.yaml", files, knownTool)
+		pc, err := piece.Parse(src, "pieces/f.yaml", files, piece.Rules{KnownTool: knownTool})
 		if err != nil {
 			if pc != nil {
 				t.Fatalf("Parse returned a piece and an error")

@@ -19,7 +19,7 @@ const BuiltinPrefix = "builtin:"
 // Load and safe for concurrent use.
 type Library struct {
 	pieces map[string]*Piece
-	known  func(string) bool
+	rules  Rules
 }
 
 // Load reads the built-in pieces — every pieces/*.yaml in builtin (nil for
@@ -28,11 +28,11 @@ type Library struct {
 // piece with the same name, or adds a new one. A missing dir, or "", is not
 // an error.
 //
-// Every piece is validated; when any is invalid Load returns a nil Library
+// Every piece is validated against rules; when any is invalid Load returns a nil Library
 // and every problem found (each an *Error, joined with errors.Join), so the
 // bot refuses to start rather than fail a job later.
-func Load(builtin fs.FS, dir string, knownTools func(string) bool) (*Library, error) {
-	lib := &Library{pieces: map[string]*Piece{}, known: knownTools}
+func Load(builtin fs.FS, dir string, rules Rules) (*Library, error) {
+	lib := &Library{pieces: map[string]*Piece{}, rules: rules}
 	var errs []error
 	if builtin != nil {
 		files, err := fs.Glob(builtin, "pieces/*.yaml")
@@ -44,7 +44,7 @@ func Load(builtin fs.FS, dir string, knownTools func(string) bool) (*Library, er
 			if err != nil {
 				return nil, fmt.Errorf("load built-in piece %s: %w", f, err)
 			}
-			pc, line, err := parse(src, BuiltinPrefix+f, f, builtin, knownTools)
+			pc, line, err := parse(src, BuiltinPrefix+f, f, builtin, rules)
 			if err != nil {
 				errs = append(errs, flatten(err)...)
 				continue
@@ -62,7 +62,7 @@ func Load(builtin fs.FS, dir string, knownTools func(string) bool) (*Library, er
 	}
 	fromDir := map[string]string{}
 	for _, f := range files {
-		pc, line, err := parseFile(f, knownTools)
+		pc, line, err := parseFile(f, rules)
 		if err != nil {
 			errs = append(errs, flatten(err)...)
 			continue
@@ -106,7 +106,7 @@ func pieceFiles(dir string) ([]string, error) {
 
 // parseFile parses a piece file on disk. Errors name the file as given;
 // persona paths resolve relative to the file's directory, wherever it is.
-func parseFile(file string, knownTools func(string) bool) (*Piece, int, error) {
+func parseFile(file string, rules Rules) (*Piece, int, error) {
 	src, err := os.ReadFile(file)
 	if err != nil {
 		msg := err.Error()
@@ -124,7 +124,7 @@ func parseFile(file string, knownTools func(string) bool) (*Piece, int, error) {
 	// the piece's directory (../personas/x.md) as the format allows.
 	root := filepath.VolumeName(abs) + string(filepath.Separator)
 	rel := filepath.ToSlash(strings.TrimPrefix(abs, root))
-	return parse(src, file, rel, os.DirFS(root), knownTools)
+	return parse(src, file, rel, os.DirFS(root), rules)
 }
 
 // Lookup returns the piece called name.
@@ -143,14 +143,14 @@ func (l *Library) Names() []string {
 	return names
 }
 
-// Validate parses each piece file on disk with the tools the library was
+// Validate parses each piece file on disk with the rules the library was
 // loaded with and returns every problem found, one error per problem, each
 // an *Error printing as "file:line: message". It returns nil when all files
 // are valid. (Load has already validated the built-in pieces and pieces_dir.)
 func (l *Library) Validate(files []string) []error {
 	var errs []error
 	for _, f := range files {
-		if _, _, err := parseFile(f, l.known); err != nil {
+		if _, _, err := parseFile(f, l.rules); err != nil {
 			errs = append(errs, flatten(err)...)
 		}
 	}

@@ -32,7 +32,7 @@ func writeFiles(tb testing.TB, dir string, files map[string]string) string {
 
 func loadBuiltin(tb testing.TB) *piece.Library {
 	tb.Helper()
-	lib, err := piece.Load(configs.FS, "", knownTool)
+	lib, err := piece.Load(configs.FS, "", piece.Rules{KnownTool: knownTool})
 	if err != nil {
 		tb.Fatalf("Load built-in pieces: %v", err)
 	}
@@ -148,7 +148,7 @@ func TestLoadPiecesDir(t *testing.T) {
 		"pieces/sub/x.yaml": "ignored: true",
 	})
 	piecesDir := filepath.Join(dir, "pieces")
-	lib, err := piece.Load(configs.FS, piecesDir, knownTool)
+	lib, err := piece.Load(configs.FS, piecesDir, piece.Rules{KnownTool: knownTool})
 	if err != nil {
 		t.Fatalf("Load: %v", err)
 	}
@@ -172,7 +172,7 @@ func TestLoadPiecesDir(t *testing.T) {
 }
 
 func TestLoadMissingDir(t *testing.T) {
-	lib, err := piece.Load(configs.FS, filepath.Join(t.TempDir(), "absent"), knownTool)
+	lib, err := piece.Load(configs.FS, filepath.Join(t.TempDir(), "absent"), piece.Rules{KnownTool: knownTool})
 	if err != nil {
 		t.Fatalf("Load with a missing pieces_dir: %v", err)
 	}
@@ -187,7 +187,7 @@ func TestLoadDirErrors(t *testing.T) {
 		"b.yaml": "# second\nname: same\nmovements:\n  - name: m\n    next: [COMPLETE]\n",
 		"c.yaml": "name: broken\nmovements:\n  - name: m\n    next: [elsewhere]\n",
 	})
-	lib, err := piece.Load(configs.FS, dir, knownTool)
+	lib, err := piece.Load(configs.FS, dir, piece.Rules{KnownTool: knownTool})
 	if lib != nil {
 		t.Errorf("Load returned a library along with errors")
 	}
@@ -223,5 +223,35 @@ func TestValidate(t *testing.T) {
 	}
 	if errs := lib.Validate([]string{"pieces/good.yaml"}); errs != nil {
 		t.Errorf("Validate(good) = %v, want nil", errs)
+	}
+}
+
+// TestNetworkRefused: a movement asking for the network is refused unless
+// the operator's configuration grants it, with the key named.
+func TestNetworkRefused(t *testing.T) {
+	src := `name: fetcher
+movements:
+  - name: fetch
+    instruction: Fetch.
+    tools: [Bash]
+    network: true
+    next: [COMPLETE]
+`
+	why := "the operator has not allowed it (set tools.bash.network: allow_pieces)"
+	_, err := piece.Parse([]byte(src), "pieces/p.yaml", nil, piece.Rules{KnownTool: knownTool, NoNetwork: why})
+	want := []string{`pieces/p.yaml:6: movement "fetch": network: true is refused: ` + why}
+	if diff := cmp.Diff(want, errList(t, err)); diff != "" {
+		t.Errorf("errors (-want +got):\n%s", diff)
+	}
+	if _, err := piece.Parse([]byte(src), "pieces/p.yaml", nil, piece.Rules{KnownTool: knownTool}); err != nil {
+		t.Errorf("granted: %v", err)
+	}
+	// The same rule holds for pieces_dir at start.
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "fetcher.yaml"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := piece.Load(configs.FS, dir, piece.Rules{KnownTool: knownTool, NoNetwork: why}); err == nil || !strings.Contains(err.Error(), "tools.bash.network") {
+		t.Errorf("Load: %v", err)
 	}
 }

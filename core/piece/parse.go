@@ -36,20 +36,20 @@ func (e *Error) Error() string {
 // Parse reads the piece in src. file is the piece's path inside fsys: it
 // names the piece in errors and becomes Piece.Source, and persona .md paths
 // resolve relative to its directory in fsys (fsys may be nil when the piece
-// uses no persona files). knownTools reports whether a tool name exists; nil
-// skips that check.
+// uses no persona files). rules say which tools exist and whether a
+// movement may ask for the network.
 //
 // On failure Parse returns a nil *Piece and every problem found, each an
 // *Error, joined with errors.Join (use errors.As, or Unwrap() []error, to
 // list them). Errors are sorted by line.
-func Parse(src []byte, file string, fsys fs.FS, knownTools func(string) bool) (*Piece, error) {
-	pc, _, err := parse(src, file, file, fsys, knownTools)
+func Parse(src []byte, file string, fsys fs.FS, rules Rules) (*Piece, error) {
+	pc, _, err := parse(src, file, file, fsys, rules)
 	return pc, err
 }
 
 // parse is Parse with the name shown to people (display) separate from the
 // file's path inside fsys. It also returns the line of the piece's name.
-func parse(src []byte, display, fsPath string, fsys fs.FS, knownTools func(string) bool) (pc *Piece, nameLine int, err error) {
+func parse(src []byte, display, fsPath string, fsys fs.FS, rules Rules) (pc *Piece, nameLine int, err error) {
 	defer func() {
 		// yaml.v3 has panicked on hostile input in the past; a piece file
 		// must never take the process down.
@@ -57,7 +57,7 @@ func parse(src []byte, display, fsPath string, fsys fs.FS, knownTools func(strin
 			pc, nameLine, err = nil, 0, &Error{File: display, Msg: fmt.Sprintf("cannot parse YAML: %v", r)}
 		}
 	}()
-	p := &parser{file: display, dir: path.Dir(fsPath), fsys: fsys, known: knownTools}
+	p := &parser{file: display, dir: path.Dir(fsPath), fsys: fsys, known: rules.KnownTool, noNetwork: rules.NoNetwork}
 	root, err := p.document(src)
 	if err != nil {
 		return nil, 0, err
@@ -75,11 +75,12 @@ func parse(src []byte, display, fsPath string, fsys fs.FS, knownTools func(strin
 }
 
 type parser struct {
-	file  string
-	dir   string // directory of the piece file in fsys
-	fsys  fs.FS
-	known func(string) bool
-	errs  []*Error
+	file      string
+	dir       string // directory of the piece file in fsys
+	fsys      fs.FS
+	known     func(string) bool
+	noNetwork string // Rules.NoNetwork
+	errs      []*Error
 }
 
 func (p *parser) errorf(line int, format string, args ...any) {
@@ -459,8 +460,13 @@ func (p *parser) movement(n *yaml.Node) *rawMovement {
 				m.MaxIterations = n
 			}
 		},
-		"model":       func(k, v *yaml.Node) { m.Model, _ = p.str(v, where+": model") },
-		"network":     func(k, v *yaml.Node) { m.Network = p.boolean(v, where+": network") },
+		"model": func(k, v *yaml.Node) { m.Model, _ = p.str(v, where+": model") },
+		"network": func(k, v *yaml.Node) {
+			m.Network = p.boolean(v, where+": network")
+			if m.Network && p.noNetwork != "" {
+				p.errorf(v.Line, "%s: network: true is refused: %s", where, p.noNetwork)
+			}
+		},
 		"verify":      func(k, v *yaml.Node) { m.Verify = p.boolean(v, where+": verify") },
 		"git_context": func(k, v *yaml.Node) { m.GitContext = p.boolean(v, where+": git_context") },
 	})

@@ -337,7 +337,7 @@ func TestParseErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			pc, err := piece.Parse([]byte(tt.src), "pieces/p.yaml", files, knownTool)
+			pc, err := piece.Parse([]byte(tt.src), "pieces/p.yaml", files, piece.Rules{KnownTool: knownTool})
 			if pc != nil {
 				t.Errorf("Parse returned a piece along with errors")
 			}
@@ -396,7 +396,7 @@ func TestParsePersonaPaths(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			src := "name: x\nmovements:\n  - name: a\n    persona: " + tt.persona + "\n    next: [COMPLETE]\n"
-			pc, err := piece.Parse([]byte(src), "configs/pieces/x.yaml", files, knownTool)
+			pc, err := piece.Parse([]byte(src), "configs/pieces/x.yaml", files, piece.Rules{KnownTool: knownTool})
 			if err != nil {
 				t.Fatalf("Parse: %v", err)
 			}

@@ -59,6 +59,16 @@ func (t Text) For(locale string) string {
 	return t[keys[0]]
 }
 
+// Rules are what the operator's configuration allows a piece; Parse and
+// Load refuse a piece that asks for more.
+type Rules struct {
+	// KnownTool reports whether a tool name exists; nil skips the check.
+	KnownTool func(string) bool
+	// NoNetwork, when not "", refuses every movement with network: true;
+	// it says why, naming the configuration key that would grant it.
+	NoNetwork string
+}
+
 // Piece is a validated state machine of movements. A *Piece returned by
 // Parse or a Library is never modified afterwards and is safe for concurrent
 // reads.

@@ -42,7 +42,7 @@ func errList(tb testing.TB, err error) []string {
 // mustParse parses src as dir/p.yaml inside files.
 func mustParse(tb testing.TB, src string, files fstest.MapFS) *piece.Piece {
 	tb.Helper()
-	pc, err := piece.Parse([]byte(src), "pieces/p.yaml", files, knownTool)
+	pc, err := piece.Parse([]byte(src), "pieces/p.yaml", files, piece.Rules{KnownTool: knownTool})
 	if err != nil {
 		tb.Fatalf("Parse: %v", err)
 	}

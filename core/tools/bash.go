@@ -12,15 +12,10 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
-)
 
-// Sandbox modes for BashConfig.Sandbox.
-const (
-	SandboxAuto  = "auto"
-	SandboxBwrap = "bwrap"
-	SandboxNone  = "none"
+	"github.com/baton-bot/baton/core/sandbox"
+	"github.com/baton-bot/baton/core/workspace"
 )
 
 // Bash limits.
@@ -34,24 +29,19 @@ const (
 	// command runs: its first and last bytes.
 	captureHead = 192 << 10
 	captureTail = 192 << 10
-	// waitDelay bounds how long Wait waits for a process that ignores the
-	// kill, and how long output is drained once the command has exited.
-	waitDelay = 2 * time.Second
+	// waitDelay bounds how long output is drained once the command has
+	// exited.
+	waitDelay = sandbox.WaitDelay
 )
-
-const defaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // BashConfig configures the Bash tool. Zero values take the defaults.
 type BashConfig struct {
-	// Sandbox is "auto" (default: bubblewrap when it works here, else the
-	// tool is disabled), "bwrap" (NewBash fails when bubblewrap does not
-	// work) or "none" (no sandbox: only when an operator writes it).
-	Sandbox string
+	// Sandbox runs the commands (required): when it is unavailable the
+	// tool is disabled with its reason.
+	Sandbox *sandbox.Sandbox
 	// Timeout applies to calls without timeout_s (default 120 s); calls
 	// are capped at MaxBashTimeout.
 	Timeout time.Duration
-	// BwrapPath is the bubblewrap binary (default "bwrap" from PATH).
-	BwrapPath string
 	// BashPath is the shell (default "bash" from PATH).
 	BashPath string
 	// Path and Lang are the PATH and LANG commands see (defaults: the usual
@@ -66,14 +56,15 @@ type BashConfig struct {
 
 // Bash runs `bash -c` in the task's workspace: in its own process group
 // killed on timeout and on cancellation, with a scrubbed environment, inside
-// a bubblewrap sandbox (read-only system, writable workspace except logs/,
-// private /tmp, no network unless Env.Network). Output is held in memory as
-// head and tail only; a copy capped at KeptBytes is kept under logs/bash/
-// when the result had to be cut. Safe for concurrent use.
+// the sandbox (read-only system, writable workspace except logs/, private
+// /tmp, resource limits, no network unless Env.Network and the sandbox
+// grants it). Output is held in memory as head and tail only; a copy capped
+// at KeptBytes is kept under logs/bash/ when the result had to be cut. Safe
+// for concurrent use.
 type Bash struct {
 	cfg      BashConfig
+	sb       *sandbox.Sandbox
 	bash     string // absolute path of the shell
-	bwrap    string // absolute path of bubblewrap; "" when unsandboxed
 	disabled string // why the tool is unavailable; "" when available
 	log      *slog.Logger
 	seq      atomic.Int64
@@ -81,32 +72,22 @@ type Bash struct {
 
 var _ Tool = (*Bash)(nil)
 
-// NewBash checks the shell and, unless Sandbox is "none", probes once that
-// bubblewrap works here. In "auto" mode a failed probe disables the tool
-// (Available reports why) instead of failing; in "bwrap" mode it is an
-// error.
-//
-// Probing as root: bubblewrap 0.8 runs as root without a setuid helper, and
-// --unshare-all (which includes --unshare-user-try) works there as it does
-// for ordinary users with unprivileged user namespaces. Inside a container
-// without user namespaces or CAP_SYS_ADMIN the probe fails and "auto"
-// disables Bash.
+// NewBash checks the shell. When the sandbox is unavailable the tool is
+// disabled (Available reports why) rather than failing: the sandbox's mode
+// has already decided whether that may start.
 func NewBash(cfg BashConfig) (*Bash, error) {
-	if cfg.Sandbox == "" {
-		cfg.Sandbox = SandboxAuto
+	if cfg.Sandbox == nil {
+		return nil, errors.New("bash tool: no sandbox")
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultBashTimeout
 	}
 	cfg.Timeout = min(cfg.Timeout, MaxBashTimeout)
-	if cfg.BwrapPath == "" {
-		cfg.BwrapPath = "bwrap"
-	}
 	if cfg.BashPath == "" {
 		cfg.BashPath = "bash"
 	}
 	if cfg.Path == "" {
-		cfg.Path = defaultPath
+		cfg.Path = sandbox.DefaultPath
 	}
 	if cfg.Lang == "" {
 		cfg.Lang = "C.UTF-8"
@@ -114,7 +95,7 @@ func NewBash(cfg BashConfig) (*Bash, error) {
 	if cfg.KeptBytes <= 0 {
 		cfg.KeptBytes = DefaultKeptBytes
 	}
-	b := &Bash{cfg: cfg, log: cfg.Logger}
+	b := &Bash{cfg: cfg, sb: cfg.Sandbox, log: cfg.Logger}
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
 	}
@@ -124,61 +105,10 @@ func NewBash(cfg BashConfig) (*Bash, error) {
 		return nil, fmt.Errorf("bash tool: shell %s: %w", cfg.BashPath, err)
 	}
 	b.bash = sh
-	switch cfg.Sandbox {
-	case SandboxNone:
-		b.log.Warn("Bash runs without a sandbox (tools.bash.sandbox: none): commands can read and write anything Baton can")
-		return b, nil
-	case SandboxAuto, SandboxBwrap:
-	default:
-		return nil, fmt.Errorf("bash tool: sandbox %q: want auto, bwrap or none", cfg.Sandbox)
-	}
-	if err := b.probe(); err != nil {
-		if cfg.Sandbox == SandboxBwrap {
-			return nil, fmt.Errorf("bash tool: sandbox bwrap: %w", err)
-		}
-		b.disabled = fmt.Sprintf("the Bash tool is disabled because the bubblewrap sandbox does not work on this host (%v); "+
-			"an operator can install bubblewrap or set tools.bash.sandbox", err)
-		b.log.Warn("Bash disabled: bubblewrap does not work here", "err", err)
+	if ok, why := b.sb.Available(); !ok {
+		b.disabled = "the Bash tool is disabled because " + why
 	}
 	return b, nil
-}
-
-func (b *Bash) probe() error {
-	bw, err := exec.LookPath(b.cfg.BwrapPath)
-	if err != nil {
-		return fmt.Errorf("bubblewrap not found: %w", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	args := append(systemBinds(), "--unshare-all", "--die-with-parent", "--new-session", "--clearenv",
-		"--setenv", "PATH", b.cfg.Path, "--", b.bash, "-c", "true")
-	cmd := exec.CommandContext(ctx, bw, args...)
-	cmd.Env = []string{"PATH=" + b.cfg.Path}
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		msg := strings.TrimSpace(string(out))
-		if len(msg) > 300 {
-			msg = msg[:300]
-		}
-		if msg != "" {
-			return fmt.Errorf("%s: %w: %s", bw, err, msg)
-		}
-		return fmt.Errorf("%s: %w", bw, err)
-	}
-	b.bwrap = bw
-	return nil
-}
-
-// systemBinds makes the system visible read-only inside the sandbox: the
-// usual directories, not the whole root, so that other workspaces, Baton's
-// data directory and home directories stay out of sight. The order matters:
-// the fresh /tmp comes before any workspace bind, which may live under /tmp.
-func systemBinds() []string {
-	args := []string{"--ro-bind", "/usr", "/usr"}
-	for _, d := range []string{"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt"} {
-		args = append(args, "--ro-bind-try", d, d)
-	}
-	return append(args, "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp")
 }
 
 // Available reports whether the tool can run commands, and if not, why.
@@ -187,7 +117,7 @@ func (b *Bash) Available() (bool, string) {
 }
 
 // Sandboxed reports whether commands run inside bubblewrap.
-func (b *Bash) Sandboxed() bool { return b.bwrap != "" }
+func (b *Bash) Sandboxed() bool { return b.sb.Isolated() }
 
 // Name implements Tool.
 func (*Bash) Name() string { return "Bash" }
@@ -248,7 +178,7 @@ func (b *Bash) run(ctx context.Context, env *Env, a bashArgs) (Result, error) {
 	}
 	root := env.WS.Root()
 	tmp := filepath.Join(root, "tmp")
-	if err := os.MkdirAll(tmp, 0o755); err != nil {
+	if err := env.WS.MkdirAll("tmp"); err != nil {
 		return Result{}, fmt.Errorf("create tmp: %w", err)
 	}
 	logPath := fmt.Sprintf("logs/bash/%s-%d.log", time.Now().UTC().Format("20060102T150405"), b.seq.Add(1))
@@ -258,36 +188,28 @@ func (b *Bash) run(ctx context.Context, env *Env, a bashArgs) (Result, error) {
 	}
 	capt := &capture{log: logFile, logMax: b.cfg.KeptBytes}
 
+	// What Baton made here (input/, output/, tmp/, files written by the
+	// tools) must be writable by the sandbox's user; logs/ stays Baton's.
+	if err := b.sb.Own(root, workspace.Logs); err != nil {
+		logFile.Close()
+		return Result{}, err
+	}
 	environ := []string{"PATH=" + b.cfg.Path, "HOME=" + root, "LANG=" + b.cfg.Lang, "TMPDIR=" + tmp}
 	tctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var cmd *exec.Cmd
-	if b.bwrap != "" {
-		args := systemBinds()
-		args = append(args,
-			"--bind", root, root,
-			"--ro-bind", filepath.Join(root, "logs"), filepath.Join(root, "logs"),
-			"--unshare-all")
-		if env.Network {
-			args = append(args, "--share-net")
-		}
-		args = append(args, "--die-with-parent", "--new-session", "--chdir", root, "--clearenv")
-		for _, kv := range environ {
-			k, v, _ := strings.Cut(kv, "=")
-			args = append(args, "--setenv", k, v)
-		}
-		args = append(args, "--", b.bash, "-c", a.Command)
-		cmd = exec.CommandContext(tctx, b.bwrap, args...)
-	} else {
-		cmd = exec.CommandContext(tctx, b.bash, "-c", a.Command)
+	cmd, err := b.sb.Command(tctx, sandbox.Spec{
+		Argv:    []string{b.bash, "-c", a.Command},
+		Dir:     root,
+		Binds:   []sandbox.Bind{{Path: root, Writable: true}, {Path: filepath.Join(root, workspace.Logs)}},
+		Env:     environ,
+		Network: env.Network,
+	})
+	if err != nil {
+		logFile.Close()
+		env.WS.RemoveLog(logPath)
+		return Result{}, err
 	}
-	cmd.Dir = root
-	cmd.Env = environ
-	// Own process group, killed as a whole: a command's children die with
-	// it. (In the sandbox, killing bubblewrap ends its PID namespace.)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return killGroup(cmd) }
-	cmd.WaitDelay = waitDelay
+	defer cmd.Close()
 	// A pipe of our own rather than exec's: Wait then returns when the
 	// shell exits even if a background child still holds the pipe, and the
 	// group is killed before draining.
@@ -312,7 +234,7 @@ func (b *Bash) run(ctx context.Context, env *Env, a bashArgs) (Result, error) {
 		io.Copy(capt, pr) //nolint:errcheck // ends at EOF or the read deadline
 	}()
 	waitErr := cmd.Wait()
-	killGroup(cmd) // background children left behind
+	cmd.Kill() //nolint:errcheck // background children left behind
 	select {
 	case <-copied:
 	case <-time.After(waitDelay):
@@ -338,7 +260,7 @@ func (b *Bash) run(ctx context.Context, env *Env, a bashArgs) (Result, error) {
 		status = fmt.Sprintf("[ended abnormally: %v]", waitErr)
 		isErr = true
 	}
-	b.log.Debug("command finished", "elapsed", elapsed, "bytes", capt.total, "status", status, "sandboxed", b.bwrap != "")
+	b.log.Debug("command finished", "elapsed", elapsed, "bytes", capt.total, "status", status, "sandboxed", b.sb.Isolated())
 
 	text, cut := capt.result(env, status, notes, logPath)
 	capt.finish()
@@ -346,18 +268,6 @@ func (b *Bash) run(ctx context.Context, env *Env, a bashArgs) (Result, error) {
 		env.WS.RemoveLog(logPath) // everything is in the result
 	}
 	return Result{Text: text, IsError: isErr}, nil
-}
-
-// killGroup sends SIGKILL to the command's process group.
-func killGroup(cmd *exec.Cmd) error {
-	if cmd.Process == nil {
-		return nil
-	}
-	err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	if errors.Is(err, syscall.ESRCH) {
-		return os.ErrProcessDone
-	}
-	return err
 }
 
 // capture holds a command's output as its first captureHead bytes and a ring

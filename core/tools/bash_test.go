@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -15,17 +14,29 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/baton-bot/baton/core/sandbox"
 )
 
-// newBash builds the Bash tool for a sandbox mode; "bwrap" skips when
-// bubblewrap does not work here unless BATON_REQUIRE_BWRAP=1.
-func newBash(tb testing.TB, sandbox string) *Bash {
+// newSandbox builds the sandbox for a mode; "bwrap" skips when bubblewrap
+// does not work here unless BATON_REQUIRE_BWRAP=1.
+func newSandbox(tb testing.TB, cfg sandbox.Config) *sandbox.Sandbox {
 	tb.Helper()
-	b, err := NewBash(BashConfig{Sandbox: sandbox, Timeout: 30 * time.Second})
+	sb, err := sandbox.New(context.Background(), cfg)
 	if err != nil {
-		if sandbox == SandboxBwrap && os.Getenv("BATON_REQUIRE_BWRAP") != "1" {
+		if cfg.Mode == sandbox.Bwrap && os.Getenv("BATON_REQUIRE_BWRAP") != "1" {
 			tb.Skipf("bubblewrap does not work here (set BATON_REQUIRE_BWRAP=1 to fail instead): %v", err)
 		}
+		tb.Fatal(err)
+	}
+	return sb
+}
+
+// newBash builds the Bash tool over a sandbox of that mode.
+func newBash(tb testing.TB, mode string) *Bash {
+	tb.Helper()
+	b, err := NewBash(BashConfig{Sandbox: newSandbox(tb, sandbox.Config{Mode: mode}), Timeout: 30 * time.Second})
+	if err != nil {
 		tb.Fatal(err)
 	}
 	return b
@@ -33,8 +44,8 @@ func newBash(tb testing.TB, sandbox string) *Bash {
 
 // modes lists the sandbox modes to run a behaviour under.
 func modes(t *testing.T, f func(t *testing.T, b *Bash)) {
-	t.Run("none", func(t *testing.T) { f(t, newBash(t, SandboxNone)) })
-	t.Run("bwrap", func(t *testing.T) { f(t, newBash(t, SandboxBwrap)) })
+	t.Run("none", func(t *testing.T) { f(t, newBash(t, sandbox.None)) })
+	t.Run("bwrap", func(t *testing.T) { f(t, newBash(t, sandbox.Bwrap)) })
 }
 
 func TestBashBasics(t *testing.T) {
@@ -81,7 +92,7 @@ func TestBashHugeOutput(t *testing.T) {
 	if testing.Short() {
 		t.Skip("prints 1 GB")
 	}
-	b := newBash(t, SandboxNone)
+	b := newBash(t, sandbox.None)
 	env := newEnv(t)
 	var before, after runtime.MemStats
 	runtime.GC()
@@ -159,7 +170,7 @@ func TestBashCancel(t *testing.T) {
 // TestBashBackgroundChild: a child left running holding the output pipe
 // does not keep the call waiting, and is killed.
 func TestBashBackgroundChild(t *testing.T) {
-	b := newBash(t, SandboxNone)
+	b := newBash(t, sandbox.None)
 	env := newEnv(t)
 	got := ok(t, call(t, b, env, obj{"command": "sleep 100 & echo $! > child.pid; echo quick"}))
 	if got != "quick\n[exit code 0]" {
@@ -230,7 +241,7 @@ func assertNoProcess(tb testing.TB, arg string) {
 }
 
 func TestBashSandbox(t *testing.T) {
-	b := newBash(t, SandboxBwrap)
+	b := newBash(t, sandbox.Bwrap)
 	env := newEnv(t)
 	outside := filepath.Join(filepath.Dir(env.WS.Root()), "outside.txt")
 	res := call(t, b, env, obj{"command": "echo x > " + outside + "; echo y > /usr/pwned; echo z > logs/forged; ls /tmp"})
@@ -264,14 +275,17 @@ func TestBashSandbox(t *testing.T) {
 	if got := ok(t, call(t, b, env, dial)); strings.Contains(got, "connected") {
 		t.Errorf("reached the network without network: true: %q", got)
 	}
+	// network: true with the operator's default (tools.bash.network: deny)
+	// is refused, never the host's network.
 	env.Network = true
-	if got := ok(t, call(t, b, env, dial)); !strings.Contains(got, "connected") {
-		t.Errorf("network: true but no connection: %q", got)
+	if msg := failed(t, call(t, b, env, dial)); strings.Contains(msg, "connected") || !strings.Contains(msg, "tools.bash.network") {
+		t.Errorf("network: true without the operator's consent: %q", msg)
 	}
 }
 
 func TestBashSandboxUnusable(t *testing.T) {
-	b, err := NewBash(BashConfig{Sandbox: SandboxAuto, BwrapPath: "/bin/false"})
+	sb := newSandbox(t, sandbox.Config{Mode: sandbox.Auto, BwrapPath: "/bin/false"})
+	b, err := NewBash(BashConfig{Sandbox: sb})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,17 +297,70 @@ func TestBashSandboxUnusable(t *testing.T) {
 	if msg := failed(t, call(t, b, env, obj{"command": "echo hi"})); !strings.Contains(msg, "disabled") {
 		t.Errorf("result %q", msg)
 	}
-	if _, err := NewBash(BashConfig{Sandbox: SandboxBwrap, BwrapPath: "/bin/false"}); err == nil {
-		t.Error("sandbox bwrap with a broken bubblewrap was accepted")
+	if _, err := NewBash(BashConfig{}); err == nil {
+		t.Error("a Bash without a sandbox was accepted")
 	}
-	if _, err := NewBash(BashConfig{Sandbox: "maybe"}); err == nil {
-		t.Error("unknown sandbox mode accepted")
+}
+
+// TestBashDropsRoot asserts the probe's checks from inside a real Bash
+// call: whoever started Baton (root in CI), the command has no
+// capabilities, cannot remount or write the system or the host's sysctls,
+// cannot read /etc/shadow, and is not root on the host.
+func TestBashDropsRoot(t *testing.T) {
+	b := newBash(t, sandbox.Bwrap)
+	env := newEnv(t)
+	got := ok(t, call(t, b, env, obj{"command": `grep CapEff /proc/self/status
+mount -o remount,rw /usr 2>/dev/null && echo REMOUNTED
+echo x > /usr/pwned 2>/dev/null && echo WROTE-USR
+head -c1 /etc/shadow 2>/dev/null && echo READ-SHADOW
+cat /proc/sys/kernel/core_pattern > /proc/sys/kernel/core_pattern 2>/dev/null && echo WROTE-SYSCTL
+echo mine > output/mine
+echo done`}))
+	if !strings.Contains(got, "CapEff:\t0000000000000000") || !strings.Contains(got, "done") {
+		t.Errorf("capabilities kept: %q", got)
 	}
-	if _, err := exec.LookPath("bwrap"); err == nil {
-		if b, err := NewBash(BashConfig{}); err == nil {
-			if avail, reason := b.Available(); !avail && os.Getenv("BATON_REQUIRE_BWRAP") == "1" {
-				t.Errorf("auto with a working bubblewrap: %s", reason)
-			}
+	for _, bad := range []string{"REMOUNTED", "WROTE-USR", "READ-SHADOW", "WROTE-SYSCTL"} {
+		if strings.Contains(got, bad) {
+			t.Errorf("%s: %q", bad, got)
 		}
+	}
+	fi, err := os.Stat(filepath.Join(env.WS.Root(), "output/mine"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if uid := fi.Sys().(*syscall.Stat_t).Uid; uid == 0 {
+		t.Error("the command ran as root on the host")
+	}
+	// logs/ stays Baton's: the sandbox's user cannot write it even once
+	// it owns the rest of the workspace.
+	fi, err = os.Stat(filepath.Join(env.WS.Root(), "logs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if uid := fi.Sys().(*syscall.Stat_t).Uid; int(uid) != os.Geteuid() {
+		t.Errorf("logs/ owned by %d", uid)
+	}
+}
+
+// TestBashLimits: a fork bomb, a 3 GiB allocation and a 10 GB write are
+// stopped by the limits, and the next call works.
+func TestBashLimits(t *testing.T) {
+	b := newBash(t, sandbox.Bwrap)
+	env := newEnv(t)
+	res := call(t, b, env, obj{"command": "for i in $(seq 10000); do sleep 64.5 & done; wait", "timeout_s": 4})
+	if !strings.Contains(res.Text, "Resource temporarily unavailable") {
+		t.Errorf("forks not refused: %.300q", res.Text)
+	}
+	assertNoProcess(t, "64.5")
+	got := ok(t, call(t, b, env, obj{"command": "dd if=/dev/zero of=/dev/null bs=3G count=1"}))
+	if !strings.Contains(got, "memory exhausted") {
+		t.Errorf("3 GiB allocation not refused: %q", got)
+	}
+	got = ok(t, call(t, b, env, obj{"command": "dd if=/dev/zero of=output/big bs=1M seek=1023 count=10240"}))
+	if !strings.Contains(got, "[exit code 153]") {
+		t.Errorf("10 GB write not stopped: %q", got)
+	}
+	if got := ok(t, call(t, b, env, obj{"command": "echo next"})); got != "next\n[exit code 0]" {
+		t.Errorf("next call: %q", got)
 	}
 }

@@ -14,7 +14,17 @@ import (
 // newEnv opens a workspace in a temporary directory with the minimum budget.
 func newEnv(tb testing.TB) *Env {
 	tb.Helper()
-	ws, err := workspace.Open(filepath.Join(tb.TempDir(), "7"))
+	// The parent must be reachable by the sandbox's user (t.TempDir's
+	// parent is private to its owner, root in CI).
+	parent, err := os.MkdirTemp("", "baton-tools-")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { os.RemoveAll(parent) })
+	if err := os.Chmod(parent, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	ws, err := workspace.Open(filepath.Join(parent, "7"))
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/baton-bot/baton/core/llm"
 	"github.com/baton-bot/baton/core/llmtest"
 	"github.com/baton-bot/baton/core/piece"
+	"github.com/baton-bot/baton/core/sandbox"
 	"github.com/baton-bot/baton/core/sqlite"
 	"github.com/baton-bot/baton/core/tokens"
 	"github.com/baton-bot/baton/core/tools"
@@ -53,12 +54,16 @@ func Start(t testing.TB, opts Options) *System {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	bash, err := tools.NewBash(tools.BashConfig{Sandbox: "none"})
+	sb, err := sandbox.New(context.Background(), sandbox.Config{Mode: sandbox.None})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bash, err := tools.NewBash(tools.BashConfig{Sandbox: sb})
 	if err != nil {
 		t.Fatal(err)
 	}
 	box := tools.Builtin(bash, nil)
-	lib, err := piece.Load(configs.FS, "", func(n string) bool { _, ok := box.Lookup(n); return ok })
+	lib, err := piece.Load(configs.FS, "", piece.Rules{KnownTool: func(n string) bool { _, ok := box.Lookup(n); return ok }})
 	if err != nil {
 		t.Fatal(err)
 	}
