@@ -102,11 +102,11 @@ type ExecutorConfig struct {
 // already terminal is acked without running; one taken over by a newer
 // attempt is dropped.
 type Executor struct {
-	store  Store
-	q      core.Queue
-	engine Engine
-	cfg    ExecutorConfig
-	log    *slog.Logger
+	store    Store
+	dispatch Dispatch // the jobs a finish creates or resumes
+	engine   Engine
+	cfg      ExecutorConfig
+	log      *slog.Logger
 }
 
 var _ Handler = (*Executor)(nil)
@@ -126,7 +126,7 @@ func NewExecutor(store Store, q core.Queue, e Engine, cfg ExecutorConfig) *Execu
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Executor{store: store, q: q, engine: e, cfg: cfg, log: cfg.Logger}
+	return &Executor{store: store, dispatch: Dispatch{Store: store, Queue: q}, engine: e, cfg: cfg, log: cfg.Logger}
 }
 
 // Handle runs the job of lease l.
@@ -273,17 +273,12 @@ func (x *Executor) runEngine(ctx context.Context, j core.Job) (fin core.Finish, 
 }
 
 // afterFinish dispatches what a finish set in motion: the children a parent
-// waits for, and the parent once its last child ended.
+// waits for, and the parent once its last child ended. What fails is left
+// to the reconciler and logged.
 func (x *Executor) afterFinish(ctx context.Context, j core.Job, log *slog.Logger) {
 	if j.State == core.JobWaitingSubtasks {
-		children, err := x.store.Jobs(ctx, core.JobFilter{ParentJobID: j.ID, States: []core.JobState{core.JobQueued}})
-		if err != nil {
-			log.Error("listing subtask jobs failed; the reconciler will dispatch them", "err", err)
-		}
-		for _, c := range children {
-			if err := x.q.Enqueue(ctx, c.ID); err != nil {
-				log.Error("enqueueing a subtask job failed; the reconciler will dispatch it", "child", c.ID, "err", err)
-			}
+		if err := x.dispatch.EnqueueChildren(ctx, j.ID); err != nil {
+			log.Error("dispatching subtask jobs failed; the reconciler will dispatch them", "err", err)
 		}
 		// Children that all ended before the parent parked resume it now.
 		x.resumeParent(ctx, j.ID, log)
@@ -293,29 +288,10 @@ func (x *Executor) afterFinish(ctx context.Context, j core.Job, log *slog.Logger
 	}
 }
 
-// resumeParent requeues a parent waiting for subtasks once none of its
-// children is active.
+// resumeParent resumes parentID once none of its subtasks is active.
 func (x *Executor) resumeParent(ctx context.Context, parentID int64, log *slog.Logger) {
-	parent, err := x.store.Job(ctx, parentID)
-	if err != nil || parent.State != core.JobWaitingSubtasks {
-		return
-	}
-	children, err := x.store.Jobs(ctx, core.JobFilter{ParentJobID: parentID})
-	if err != nil {
-		log.Error("listing subtask jobs failed", "parent", parentID, "err", err)
-		return
-	}
-	for _, c := range children {
-		if c.State.Active() {
-			return
-		}
-	}
-	ok, err := x.store.ResumeJob(ctx, parentID, parent.WaitSeq)
-	if err != nil || !ok {
-		return
-	}
-	if _, err := x.q.Resume(ctx, parentID, parent.WaitSeq); err != nil {
-		log.Error("resuming the parent in the queue failed; the reconciler will dispatch it", "parent", parentID, "err", err)
+	if _, err := x.dispatch.ResumeParent(ctx, parentID); err != nil {
+		log.Error("resuming the parent job failed; the reconciler will dispatch it", "parent", parentID, "err", err)
 	}
 }
 
