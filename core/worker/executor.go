@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/baton-bot/baton/core"
@@ -262,14 +264,45 @@ func finishes(s core.JobState) bool {
 	return s != core.JobRunning && core.CanTransition(core.JobRunning, s)
 }
 
-// runEngine calls the engine, turning a panic into an error.
+// runEngine calls the engine, turning a panic into an error: the log gets
+// the whole stack, the error (and so the job's error field) its first
+// maxPanicStack bytes.
 func (x *Executor) runEngine(ctx context.Context, j core.Job) (fin core.Finish, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("engine panicked: %v", r)
+			stack := debug.Stack()
+			x.log.Error("engine panicked", "job", j.ID, "attempt", j.Attempt, "panic", fmt.Sprint(r), "stack", string(stack))
+			err = &panicError{value: r, stack: capStack(stack, maxPanicStack)}
 		}
 	}()
 	return x.engine.Run(ctx, NewRun(j, x.store))
+}
+
+// maxPanicStack caps the stack trace a panic leaves in the job's error.
+const maxPanicStack = 4 << 10
+
+// panicError is an engine's panic as a failed run. Its first line is a
+// plain sentence, for people; the stack follows on the next lines, for
+// whoever reads the job's error field.
+type panicError struct {
+	value any
+	stack string
+}
+
+func (e *panicError) Error() string { return fmt.Sprintf("engine panicked: %v\n%s", e.value, e.stack) }
+
+// capStack returns the first limit bytes of stack, cut at the end of a line,
+// saying so when it cut.
+func capStack(stack []byte, limit int) string {
+	s := strings.TrimRight(string(stack), "\n")
+	if len(s) <= limit {
+		return s
+	}
+	cut := s[:limit]
+	if i := strings.LastIndexByte(cut, '\n'); i > 0 {
+		cut = cut[:i]
+	}
+	return cut + fmt.Sprintf("\n… (%d more bytes of stack in the log)", len(s)-len(cut))
 }
 
 // afterFinish dispatches what a finish set in motion: the children a parent
