@@ -48,7 +48,7 @@ func (m *Main) run(ctx context.Context, jf jobFlags, instruction string) error {
 		}
 	}
 	// Jobs that an earlier process left queued or running are taken up.
-	if _, err := sys.rec.Once(ctx); err != nil {
+	if err := sys.recoverJobs(ctx); err != nil {
 		return err
 	}
 	poolCtx, stopPool := context.WithCancel(context.WithoutCancel(ctx))

@@ -31,6 +31,12 @@ func (m *Main) serveAll(ctx context.Context, cmd string, workers bool) error {
 		return m.systemErr(cmd, err)
 	}
 	defer sys.Close()
+	if workers {
+		// Before any job of this process is created or claimed.
+		if err := sys.recoverJobs(ctx); err != nil {
+			m.Logger.Warn("the reconciler will take up the jobs an earlier process left", "err", err)
+		}
+	}
 
 	ln, err := listen("http.addr", m.Config.HTTP.Addr)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/baton-bot/baton/core"
 	"github.com/baton-bot/baton/core/llmtest"
 	"github.com/baton-bot/baton/queue/redistest"
 )
@@ -45,24 +46,7 @@ func TestServeTaskAPI(t *testing.T) {
 	if code, body := get("/readyz"); code != 200 {
 		t.Errorf("/readyz = %d %q", code, body)
 	}
-	taskID := createTask(t, base, "t0ken", "hello")
-	for {
-		req, _ := http.NewRequest("GET", fmt.Sprintf("%s/api/tasks/%d", base, taskID), nil)
-		req.Header.Set("Authorization", "Bearer t0ken")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if strings.Contains(string(b), "Served.") && strings.Contains(string(b), `"succeeded"`) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the task never got its answer: %s", b)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitAnswer(t, base, "t0ken", createTask(t, base, "t0ken", "hello"), "Served.", deadline)
 	if code, body := get("/metrics"); code != 200 || !strings.Contains(body, `baton_jobs{state="succeeded"} 1`) || !strings.Contains(body, "baton_llm_request_seconds_count") || !strings.Contains(body, `baton_queue_up 1`) {
 		t.Errorf("/metrics = %d:\n%s", code, body)
 	}
@@ -261,6 +245,57 @@ func createTask(t testing.TB, base, token, text string) int64 {
 		t.Fatalf("create task = %d, task %d", resp.StatusCode, created.Task.ID)
 	}
 	return created.Task.ID
+}
+
+// waitAnswer waits until task taskID's view over the task API shows a
+// succeeded job and answer, failing at deadline.
+func waitAnswer(t testing.TB, base, token string, taskID int64, answer string, deadline time.Time) {
+	t.Helper()
+	for {
+		req, _ := http.NewRequest("GET", fmt.Sprintf("%s/api/tasks/%d", base, taskID), nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(b), answer) && strings.Contains(string(b), `"succeeded"`) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the task never got its answer: %s", b)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestServeTakesUpAJobLeftRunning: `baton serve` on the in-process queue
+// starts on a store whose job an earlier process was running when it died.
+// It takes that job over at once (the lease is an hour here), ahead of a
+// task created after the start: with one worker, the earlier job has ended
+// by the time the new task is answered.
+func TestServeTakesUpAJobLeftRunning(t *testing.T) {
+	llmSrv := llmtest.NewServer(t)
+	llmSrv.Handle(func(llmtest.Request) llmtest.Step { return llmtest.Transition("COMPLETE", "Served.") })
+	dataDir := t.TempDir()
+	orphan := leftRunning(t, dataDir)
+	conf := writeConfig(t, "http:\n  addr: 127.0.0.1:0\nqueue:\n  lease: 1h\nworkers:\n  concurrency: 1\ntools:\n  bash:\n    sandbox: none\n")
+	r := runBackground(t, map[string]string{"BATON_DATA_DIR": dataDir, "OPENAI_BASE_URL": llmSrv.URL(), "OPENAI_API_KEY": "sk-x", "BATON_API_TOKEN": "t0ken"}, "serve", "--config", conf)
+	base := "http://" + r.logged(t, `baton serve started" http=(\S+)`)
+	waitAnswer(t, base, "t0ken", createTask(t, base, "t0ken", "hello"), "Served.", time.Now().Add(30*time.Second))
+	r.stop()
+	select {
+	case code := <-r.done:
+		if code != 0 {
+			t.Fatalf("serve exit %d:\n%s", code, r.stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not stop")
+	}
+	if got := storedJob(t, dataDir, orphan); got.State != core.JobSucceeded || got.Attempt != 2 {
+		t.Errorf("the earlier job is %s at attempt %d, want taken over (attempt 2) and succeeded before the new task", got.State, got.Attempt)
+	}
 }
 
 // runBackground starts `baton args…` with env in a goroutine.

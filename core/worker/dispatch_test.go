@@ -148,3 +148,46 @@ func TestDispatchErrorsAreLoggedWithTheJob(t *testing.T) {
 		t.Errorf("parent %s, want queued in the store (for the reconciler)", got.State)
 	}
 }
+
+// TestRecoverTakesOverAnEarlierProcesssJobs: a store holds a job that an
+// earlier process was running when it died, created a moment ago (within
+// the reconciler's grace). On a fresh in-process queue Recover dispatches
+// it at once, and its claim takes the job over from the dead attempt
+// although the queue's lease is an hour.
+func TestRecoverTakesOverAnEarlierProcesssJobs(t *testing.T) {
+	earlier := queue.NewMemory(queue.Options{Lease: time.Hour})
+	f := newFamily(t, earlier)
+	l, err := earlier.Claim(context.Background(), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store.StartJob(context.Background(), l.JobID, l.Attempt); err != nil {
+		t.Fatal(err)
+	}
+	earlier.Close() // the process died with the job running
+
+	q := queue.NewMemory(queue.Options{Lease: time.Hour})
+	t.Cleanup(func() { q.Close() })
+	rec := &worker.Reconciler{Store: f.store, Queue: q}
+	if n, err := rec.Once(context.Background()); err != nil || n != 0 {
+		t.Fatalf("Once = %d, %v; want the new job left to its creator (grace)", n, err)
+	}
+	if n, err := rec.Recover(context.Background()); err != nil || n != 1 {
+		t.Fatalf("Recover = %d, %v; want the running job dispatched", n, err)
+	}
+	x := worker.NewExecutor(f.store, q, f.engine, worker.ExecutorConfig{})
+	if l, res := claimAndRun(t, q, x); l.JobID != f.parent.ID || l.Attempt != 2 || res.Action != worker.Park {
+		t.Fatalf("run after the restart: job %d attempt %d %v, want job %d at attempt 2, run (parked for its subtask)", l.JobID, l.Attempt, res.Action, f.parent.ID)
+	}
+	evs, err := f.store.Events(context.Background(), f.parent.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := false
+	for _, e := range evs {
+		took = took || e.Kind == core.EventLeaseLost
+	}
+	if !took {
+		t.Errorf("no takeover recorded among the job's events: %+v", evs)
+	}
+}
