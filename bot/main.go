@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -60,6 +61,10 @@ type Main struct {
 	// Set by Run for the commands that load a configuration.
 	Config Config
 	Logger *slog.Logger
+
+	// listener opens the listener of a config key (http.addr, admin.addr);
+	// nil: listen. Tests hand in listeners that fail.
+	listener func(key, addr string) (net.Listener, error)
 }
 
 // NewMain returns a Main wired to the process: standard streams, the real

@@ -38,7 +38,11 @@ func (m *Main) serveAll(ctx context.Context, cmd string, workers bool) error {
 		}
 	}
 
-	ln, err := listen("http.addr", m.Config.HTTP.Addr)
+	open := m.listener
+	if open == nil {
+		open = listen
+	}
+	ln, err := open("http.addr", m.Config.HTTP.Addr)
 	if err != nil {
 		return err
 	}
@@ -47,15 +51,16 @@ func (m *Main) serveAll(ctx context.Context, cmd string, workers bool) error {
 	mux := http.NewServeMux()
 	ops := mux
 	var adminSrv *http.Server
+	adminErr := make(chan error, 1) // never sent on without admin.addr
 	if m.Config.Admin.Addr != "" {
-		aln, err := listen("admin.addr", m.Config.Admin.Addr)
+		aln, err := open("admin.addr", m.Config.Admin.Addr)
 		if err != nil {
 			ln.Close()
 			return err
 		}
 		ops = http.NewServeMux()
 		adminSrv = &http.Server{Handler: ops, ReadHeaderTimeout: 10 * time.Second, ErrorLog: httpErrorLog(m.Logger)}
-		go func() { _ = adminSrv.Serve(aln) }()
+		go func() { adminErr <- adminSrv.Serve(aln) }()
 		m.Logger.Info("admin endpoints on", "addr", aln.Addr().String())
 	}
 	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
@@ -122,8 +127,15 @@ func (m *Main) serveAll(ctx context.Context, cmd string, workers bool) error {
 	case <-ctx.Done():
 	case err := <-httpErr:
 		if !errors.Is(err, http.ErrServerClosed) {
-			m.Logger.Error("HTTP server failed", "err", err)
-			fatal = err
+			m.Logger.Error("HTTP server failed", "on", "http.addr", "err", err)
+			fatal = fmt.Errorf("http.addr: %w", err)
+		}
+	case err := <-adminErr:
+		// Without health and metrics the process cannot be watched: it
+		// stops, as when http.addr fails.
+		if !errors.Is(err, http.ErrServerClosed) {
+			m.Logger.Error("HTTP server failed", "on", "admin.addr", "err", err)
+			fatal = fmt.Errorf("admin.addr: %w", err)
 		}
 	case err := <-adapterErr:
 		m.Logger.Error("an adapter stopped; shutting down", "err", err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"net/http/httptest"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -301,14 +303,61 @@ func TestServeTakesUpAJobLeftRunning(t *testing.T) {
 // runBackground starts `baton args…` with env in a goroutine.
 func runBackground(t testing.TB, env map[string]string, args ...string) *running {
 	t.Helper()
+	return runBackgroundWith(t, NewMain(), env, args...)
+}
+
+// runBackgroundWith is runBackground on m, which a test may have changed.
+func runBackgroundWith(t testing.TB, m *Main, env map[string]string, args ...string) *running {
+	t.Helper()
 	ctx, stop := context.WithCancel(context.Background())
 	r := &running{stop: stop, stderr: &syncBuffer{}, done: make(chan int, 1)}
-	go func() {
-		m := NewMain()
-		m.Stdout, m.Stderr, m.Env = &bytes.Buffer{}, r.stderr, mapEnv(env)
-		r.done <- m.Report(m.Run(ctx, args))
-	}()
+	m.Stdout, m.Stderr, m.Env = &bytes.Buffer{}, r.stderr, mapEnv(env)
+	go func() { r.done <- m.Report(m.Run(ctx, args)) }()
 	return r
+}
+
+// brokenListener is a listener whose Accept fails for good once its first
+// connection was accepted.
+type brokenListener struct {
+	net.Listener
+	accepted atomic.Bool
+}
+
+func (l *brokenListener) Accept() (net.Conn, error) {
+	if l.accepted.Swap(true) {
+		return nil, errors.New("the listener broke")
+	}
+	return l.Listener.Accept()
+}
+
+// TestServeAdminListenerFailure: when admin.addr's server stops with an
+// error, serve says so and exits with an error rather than running on
+// without health and metrics.
+func TestServeAdminListenerFailure(t *testing.T) {
+	conf := writeConfig(t, "http:\n  addr: 127.0.0.1:0\nadmin:\n  addr: 127.0.0.1:0\ntools:\n  bash:\n    sandbox: none\n")
+	m := NewMain()
+	m.listener = func(key, addr string) (net.Listener, error) {
+		ln, err := listen(key, addr)
+		if err != nil || key != "admin.addr" {
+			return ln, err
+		}
+		return &brokenListener{Listener: ln}, nil
+	}
+	r := runBackgroundWith(t, m, map[string]string{"BATON_DATA_DIR": t.TempDir()}, "serve", "--config", conf)
+	defer r.stop()
+	admin := "http://" + r.logged(t, `admin endpoints on" addr=(\S+)`)
+	if resp, err := http.Get(admin + "/healthz"); err == nil { // the one connection it takes
+		resp.Body.Close()
+	}
+	select {
+	case code := <-r.done:
+		log := r.stderr.String()
+		if code != exitInternal || !strings.Contains(log, "the listener broke") || !strings.Contains(log, "admin.addr") {
+			t.Errorf("exit %d, want %d with the admin listener's error in the log:\n%s", code, exitInternal, log)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("serve kept running without its admin listener:\n%s", r.stderr.String())
+	}
 }
 
 // logged waits until the command's log matches re and returns re's first
