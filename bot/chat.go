@@ -17,7 +17,7 @@ func (m *Main) chatSession(ctx context.Context) error {
 	}
 	defer sys.Close()
 	// Jobs that an earlier process left queued or running are taken up.
-	if _, err := sys.rec.Once(ctx); err != nil {
+	if err := sys.recoverJobs(ctx); err != nil {
 		return err
 	}
 	_, userName := consoleUser(m.Env)

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -67,6 +68,9 @@ type Main struct {
 	// workspaces is what --adopt-workspaces or --discard-workspaces said
 	// to do with workspaces the store does not know (see claimWorkspaces).
 	workspaces workspace.Policy
+	// listener opens the listener of a config key (http.addr, admin.addr);
+	// nil: listen. Tests hand in listeners that fail.
+	listener func(key, addr string) (net.Listener, error)
 }
 
 // NewMain returns a Main wired to the process: standard streams, the real

@@ -48,7 +48,7 @@ func (m *Main) run(ctx context.Context, jf jobFlags, instruction string) error {
 		}
 	}
 	// Jobs that an earlier process left queued or running are taken up.
-	if _, err := sys.rec.Once(ctx); err != nil {
+	if err := sys.recoverJobs(ctx); err != nil {
 		return err
 	}
 	poolCtx, stopPool := context.WithCancel(context.WithoutCancel(ctx))
@@ -84,7 +84,9 @@ func (m *Main) run(ctx context.Context, jf jobFlags, instruction string) error {
 			fmt.Fprintln(m.Stdout, strings.TrimSpace(j.ResultSummary))
 			return nil
 		case core.JobFailed, core.JobAborted:
-			reason := j.Error
+			// The error's first line is the sentence; the rest (a panic's
+			// stack trace) is in the log.
+			reason, _, _ := strings.Cut(j.Error, "\n")
 			if j.State == core.JobAborted {
 				reason = "aborted by " + j.AbortedBy
 			}

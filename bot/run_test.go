@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/creack/pty"
 
+	"github.com/baton-bot/baton/core"
 	"github.com/baton-bot/baton/core/llmtest"
 )
 
@@ -243,4 +245,61 @@ func TestRunJobLongerThanThirtySeconds(t *testing.T) {
 	if reqs := len(n.srv.Requests()); reqs != 2 {
 		t.Errorf("the model was asked %d times, want 2 (the job ran once)", reqs)
 	}
+}
+
+// TestRunTakesUpAJobLeftRunning: an earlier baton run died while its job
+// ran (its store row says running, its in-process queue is gone). The next
+// baton run takes that job over at once — not after a reconcile period,
+// and not after the lease, an hour here — before its own job.
+func TestRunTakesUpAJobLeftRunning(t *testing.T) {
+	n := newNewcomer(t)
+	n.conf = writeConfig(t, "log:\n  level: warn\nqueue:\n  lease: 1h\nworkers:\n  concurrency: 1\ntools:\n  bash:\n    sandbox: none\n")
+	orphan := leftRunning(t, n.env["BATON_DATA_DIR"])
+	n.srv.Handle(func(llmtest.Request) llmtest.Step { return llmtest.Transition("COMPLETE", "answered") })
+	if code, stdout, stderr := n.run("the new request"); code != 0 {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	if got := storedJob(t, n.env["BATON_DATA_DIR"], orphan); got.State != core.JobSucceeded || got.Attempt != 2 {
+		t.Errorf("the earlier job is %s at attempt %d, want taken over (attempt 2) and succeeded", got.State, got.Attempt)
+	}
+}
+
+// leftRunning stores, in the store under dataDir, a job that a process
+// which then died was running (attempt 1), and returns its id.
+func leftRunning(t testing.TB, dataDir string) int64 {
+	t.Helper()
+	ctx := context.Background()
+	st, err := openStore(ctx, Config{DataDir: dataDir}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	task, _, err := st.EnsureTask(ctx, core.Task{Thread: core.ThreadRef{Platform: core.PlatformConsole, Channel: "run", Thread: "earlier"}, Title: "earlier"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := st.CreateJob(ctx, core.Job{TaskID: task.ID, Piece: "chat", Instruction: "the earlier request"})
+	if err == nil {
+		_, err = st.StartJob(ctx, j.ID, 1)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j.ID
+}
+
+// storedJob reads job id from the store under dataDir, which no process
+// has open.
+func storedJob(t testing.TB, dataDir string, id int64) core.Job {
+	t.Helper()
+	st, err := openStore(context.Background(), Config{DataDir: dataDir}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	j, err := st.Job(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
 }

@@ -33,8 +33,18 @@ func (m *Main) serveAll(ctx context.Context, cmd string, workers bool) error {
 		return m.systemErr(cmd, err)
 	}
 	defer sys.Close()
+	if workers {
+		// Before any job of this process is created or claimed.
+		if err := sys.recoverJobs(ctx); err != nil {
+			m.Logger.Warn("the reconciler will take up the jobs an earlier process left", "err", err)
+		}
+	}
 
-	ln, err := listen("http.addr", m.Config.HTTP.Addr)
+	open := m.listener
+	if open == nil {
+		open = listen
+	}
+	ln, err := open("http.addr", m.Config.HTTP.Addr)
 	if err != nil {
 		return err
 	}
@@ -43,8 +53,9 @@ func (m *Main) serveAll(ctx context.Context, cmd string, workers bool) error {
 	mux := http.NewServeMux()
 	ops := mux
 	var adminSrv *http.Server
+	adminErr := make(chan error, 1) // never sent on without admin.addr
 	if m.Config.Admin.Addr != "" {
-		aln, err := listen("admin.addr", m.Config.Admin.Addr)
+		aln, err := open("admin.addr", m.Config.Admin.Addr)
 		if err != nil {
 			ln.Close()
 			return err
@@ -52,7 +63,7 @@ func (m *Main) serveAll(ctx context.Context, cmd string, workers bool) error {
 		ops = http.NewServeMux()
 		adminSrv = newHTTPServer(ops, m.Logger)
 		aln = limitConns(aln, m.Config.HTTP.MaxConnections)
-		go func() { _ = adminSrv.Serve(aln) }()
+		go func() { adminErr <- adminSrv.Serve(aln) }()
 		m.Logger.Info("admin endpoints on", "addr", aln.Addr().String())
 	}
 	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
@@ -120,8 +131,15 @@ func (m *Main) serveAll(ctx context.Context, cmd string, workers bool) error {
 	case <-ctx.Done():
 	case err := <-httpErr:
 		if !errors.Is(err, http.ErrServerClosed) {
-			m.Logger.Error("HTTP server failed", "err", err)
-			fatal = err
+			m.Logger.Error("HTTP server failed", "on", "http.addr", "err", err)
+			fatal = fmt.Errorf("http.addr: %w", err)
+		}
+	case err := <-adminErr:
+		// Without health and metrics the process cannot be watched: it
+		// stops, as when http.addr fails.
+		if !errors.Is(err, http.ErrServerClosed) {
+			m.Logger.Error("HTTP server failed", "on", "admin.addr", "err", err)
+			fatal = fmt.Errorf("admin.addr: %w", err)
 		}
 	case err := <-adapterErr:
 		m.Logger.Error("an adapter stopped; shutting down", "err", err)

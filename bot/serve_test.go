@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -15,9 +16,11 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/baton-bot/baton/core"
 	"github.com/baton-bot/baton/core/llmtest"
 	"github.com/baton-bot/baton/queue/redistest"
 )
@@ -49,24 +52,7 @@ func TestServeTaskAPI(t *testing.T) {
 	if code, body := get("/readyz"); code != 200 {
 		t.Errorf("/readyz = %d %q", code, body)
 	}
-	taskID := createTask(t, base, "t0ken", "hello")
-	for {
-		req, _ := http.NewRequest("GET", fmt.Sprintf("%s/api/tasks/%d", base, taskID), nil)
-		req.Header.Set("Authorization", "Bearer t0ken")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if strings.Contains(string(b), "Served.") && strings.Contains(string(b), `"succeeded"`) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the task never got its answer: %s", b)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitAnswer(t, base, "t0ken", createTask(t, base, "t0ken", "hello"), "Served.", deadline)
 	if code, body := get("/metrics"); code != 200 || !strings.Contains(body, `baton_jobs{state="succeeded"} 1`) || !strings.Contains(body, "baton_llm_request_seconds_count") || !strings.Contains(body, `baton_queue_up 1`) {
 		t.Errorf("/metrics = %d:\n%s", code, body)
 	}
@@ -267,17 +253,115 @@ func createTask(t testing.TB, base, token, text string) int64 {
 	return created.Task.ID
 }
 
+// waitAnswer waits until task taskID's view over the task API shows a
+// succeeded job and answer, failing at deadline.
+func waitAnswer(t testing.TB, base, token string, taskID int64, answer string, deadline time.Time) {
+	t.Helper()
+	for {
+		req, _ := http.NewRequest("GET", fmt.Sprintf("%s/api/tasks/%d", base, taskID), nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(b), answer) && strings.Contains(string(b), `"succeeded"`) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the task never got its answer: %s", b)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestServeTakesUpAJobLeftRunning: `baton serve` on the in-process queue
+// starts on a store whose job an earlier process was running when it died.
+// It takes that job over at once (the lease is an hour here), ahead of a
+// task created after the start: with one worker, the earlier job has ended
+// by the time the new task is answered.
+func TestServeTakesUpAJobLeftRunning(t *testing.T) {
+	llmSrv := llmtest.NewServer(t)
+	llmSrv.Handle(func(llmtest.Request) llmtest.Step { return llmtest.Transition("COMPLETE", "Served.") })
+	dataDir := t.TempDir()
+	orphan := leftRunning(t, dataDir)
+	conf := writeConfig(t, "http:\n  addr: 127.0.0.1:0\nqueue:\n  lease: 1h\nworkers:\n  concurrency: 1\ntools:\n  bash:\n    sandbox: none\n")
+	r := runBackground(t, map[string]string{"BATON_DATA_DIR": dataDir, "OPENAI_BASE_URL": llmSrv.URL(), "OPENAI_API_KEY": "sk-x", "BATON_API_TOKEN": "t0ken"}, "serve", "--config", conf)
+	base := "http://" + r.logged(t, `baton serve started" http=(\S+)`)
+	waitAnswer(t, base, "t0ken", createTask(t, base, "t0ken", "hello"), "Served.", time.Now().Add(30*time.Second))
+	r.stop()
+	select {
+	case code := <-r.done:
+		if code != 0 {
+			t.Fatalf("serve exit %d:\n%s", code, r.stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not stop")
+	}
+	if got := storedJob(t, dataDir, orphan); got.State != core.JobSucceeded || got.Attempt != 2 {
+		t.Errorf("the earlier job is %s at attempt %d, want taken over (attempt 2) and succeeded before the new task", got.State, got.Attempt)
+	}
+}
+
 // runBackground starts `baton args…` with env in a goroutine.
 func runBackground(t testing.TB, env map[string]string, args ...string) *running {
 	t.Helper()
+	return runBackgroundWith(t, NewMain(), env, args...)
+}
+
+// runBackgroundWith is runBackground on m, which a test may have changed.
+func runBackgroundWith(t testing.TB, m *Main, env map[string]string, args ...string) *running {
+	t.Helper()
 	ctx, stop := context.WithCancel(context.Background())
 	r := &running{stop: stop, stderr: &syncBuffer{}, done: make(chan int, 1)}
-	go func() {
-		m := NewMain()
-		m.Stdout, m.Stderr, m.Env = &bytes.Buffer{}, r.stderr, mapEnv(env)
-		r.done <- m.Report(m.Run(ctx, args))
-	}()
+	m.Stdout, m.Stderr, m.Env = &bytes.Buffer{}, r.stderr, mapEnv(env)
+	go func() { r.done <- m.Report(m.Run(ctx, args)) }()
 	return r
+}
+
+// brokenListener is a listener whose Accept fails for good once its first
+// connection was accepted.
+type brokenListener struct {
+	net.Listener
+	accepted atomic.Bool
+}
+
+func (l *brokenListener) Accept() (net.Conn, error) {
+	if l.accepted.Swap(true) {
+		return nil, errors.New("the listener broke")
+	}
+	return l.Listener.Accept()
+}
+
+// TestServeAdminListenerFailure: when admin.addr's server stops with an
+// error, serve says so and exits with an error rather than running on
+// without health and metrics.
+func TestServeAdminListenerFailure(t *testing.T) {
+	conf := writeConfig(t, "http:\n  addr: 127.0.0.1:0\nadmin:\n  addr: 127.0.0.1:0\ntools:\n  bash:\n    sandbox: none\n")
+	m := NewMain()
+	m.listener = func(key, addr string) (net.Listener, error) {
+		ln, err := listen(key, addr)
+		if err != nil || key != "admin.addr" {
+			return ln, err
+		}
+		return &brokenListener{Listener: ln}, nil
+	}
+	r := runBackgroundWith(t, m, map[string]string{"BATON_DATA_DIR": t.TempDir()}, "serve", "--config", conf)
+	defer r.stop()
+	admin := "http://" + r.logged(t, `admin endpoints on" addr=(\S+)`)
+	if resp, err := http.Get(admin + "/healthz"); err == nil { // the one connection it takes
+		resp.Body.Close()
+	}
+	select {
+	case code := <-r.done:
+		log := r.stderr.String()
+		if code != exitInternal || !strings.Contains(log, "the listener broke") || !strings.Contains(log, "admin.addr") {
+			t.Errorf("exit %d, want %d with the admin listener's error in the log:\n%s", code, exitInternal, log)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("serve kept running without its admin listener:\n%s", r.stderr.String())
+	}
 }
 
 // logged waits until the command's log matches re and returns re's first

@@ -39,6 +39,7 @@ type system struct {
 	log      *slog.Logger
 	store    *sqlite.Store
 	queue    core.Queue
+	embedded bool // the queue is the in-process one, its store's only queue
 	pieces   *piece.Library
 	engine   *engine.Engine
 	pool     *worker.Pool
@@ -272,7 +273,7 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger, opts systemOpt
 	qopts := queue.Options{Lease: cfg.Queue.Lease, Logger: log}
 	if opts.embedded || cfg.Redis.URL == "" {
 		mem := queue.NewMemory(qopts)
-		sys.queue = mem
+		sys.queue, sys.embedded = mem, true
 		sys.closers = append(sys.closers, mem.Close)
 	} else {
 		rq, closeRedis, err := openRedis(ctx, cfg.Redis.URL, qopts)
@@ -326,6 +327,21 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger, opts systemOpt
 	})
 	sys.rec = &worker.Reconciler{Store: sys.store, Queue: sys.queue, Logger: log}
 	return sys, nil
+}
+
+// recoverJobs dispatches the jobs an earlier process left queued or
+// running. On the in-process queue each one is an orphan, taken over at
+// once (worker.Reconciler.Recover); with Redis they belong to whoever holds
+// their leases, and the reconciler's periodic pass finds those the queue
+// lost. Call it before this process creates or claims any job.
+func (s *system) recoverJobs(ctx context.Context) error {
+	if !s.embedded {
+		return nil
+	}
+	if _, err := s.rec.Recover(ctx); err != nil {
+		return fmt.Errorf("take up the jobs an earlier process left: %w", err)
+	}
+	return nil
 }
 
 // openRedis connects to Redis, retrying with backoff until it answers or

@@ -72,8 +72,10 @@ type Finish struct {
 	To JobState
 	// CountFailure, with To == queued, counts the run as a failure (a failed
 	// run to retry); without it the requeue is free (graceful shutdown).
-	CountFailure   bool
-	ResultSummary  string
+	CountFailure  bool
+	ResultSummary string
+	// Error is why the run failed: its first line a plain sentence that
+	// people are shown, any further lines detail (a panic's stack trace).
 	Error          string
 	Question       string // with To == waiting_human
 	ResumeMovement string // with To == waiting_human or waiting_subtasks

@@ -126,6 +126,9 @@ func (s *Service) Finishing(ctx context.Context, j core.Job, fin core.Finish) []
 		if reason == "" {
 			reason = fin.ResultSummary
 		}
+		// Only the error's first line is for people; what follows (a
+		// panic's stack trace) stays in the job's error field and the log.
+		reason, _, _ = strings.Cut(reason, "\n")
 		text := s.say("failed", "job", id, "reason", reason)
 		return compact(j, postMsg(text), unreact(j.TriggerMsgID, EmojiClaimed), react(j.TriggerMsgID, EmojiFailed), statusMsg(text))
 	case core.JobAborted:

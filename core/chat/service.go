@@ -162,8 +162,8 @@ func (s *Service) HandleMessage(ctx context.Context, m Message) (Reply, error) {
 	}
 	switch {
 	case res.Job.ID != 0:
-		if err := s.dispatch.Queue.Enqueue(ctx, res.Job.ID); err != nil {
-			return Reply{}, fmt.Errorf("enqueue job %d: %w", res.Job.ID, err)
+		if err := s.dispatch.Enqueue(ctx, res.Job.ID); err != nil {
+			return Reply{}, err
 		}
 	case res.Active.State == core.JobWaitingHuman:
 		// The answer: the asking movement starts again with it among the

@@ -634,3 +634,34 @@ func TestStatusNotesCompaction(t *testing.T) {
 	w.svc.Observe(ctx, engine.Status{JobID: j.ID, TaskID: task.ID, Piece: "chat", Movement: "answer", MovementCount: 1, MaxMovements: 5, Iteration: 3, Level: "warn", Compactions: 2})
 	contains(t, w.outbox(), "context: warn. Context compacted ×2 to keep going.")
 }
+
+// TestFailureShowsThePlainReason: a job's error may carry detail below its
+// first line (a panic's stack trace); the thread hears only the sentence.
+func TestFailureShowsThePlainReason(t *testing.T) {
+	w := newWorld(t, chat.Access{})
+	w.srv.Script(llmtest.Transition("COMPLETE", "done"))
+	w.say("alice", "do it")
+	j := w.waitJob(core.JobSucceeded)
+	reason := "the job failed 5 times; last error: engine panicked: boom"
+	msgs := w.svc.Finishing(context.Background(), j, core.Finish{To: core.JobFailed,
+		Error: reason + "\ngoroutine 7 [running]:\nruntime/debug.Stack()\n\t/usr/local/go/src/runtime/debug/stack.go:26 +0x5e"})
+	var texts []string
+	for _, m := range msgs {
+		if m.Kind == core.OutboxPost || m.Kind == core.OutboxUpdate {
+			p, err := chat.DecodePayload(m.Payload)
+			if err != nil {
+				t.Fatal(err)
+			}
+			texts = append(texts, p.Text)
+		}
+	}
+	want := fmt.Sprintf("❌ Job #%d failed: %s", j.ID, reason)
+	if len(texts) == 0 {
+		t.Fatal("no message about the failure")
+	}
+	for _, text := range texts {
+		if text != want {
+			t.Errorf("the thread hears %q, want %q", text, want)
+		}
+	}
+}

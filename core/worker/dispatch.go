@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/baton-bot/baton/core"
@@ -10,7 +11,9 @@ import (
 // Dispatch changes jobs from outside a worker — creating, resuming and
 // aborting them — writing the store first (the system of record) and then
 // telling the queue. A failure between the two is repaired by the
-// Reconciler, so no job is lost.
+// Reconciler, so no job is lost. It is the one owner of "store first, then
+// queue": the conversation service and the executor (for subtasks and
+// their parents) go through it. Its errors name the job they concern.
 type Dispatch struct {
 	Store core.JobStore
 	Queue core.Queue
@@ -22,10 +25,55 @@ func (d Dispatch) Create(ctx context.Context, j core.Job) (core.Job, error) {
 	if err != nil {
 		return core.Job{}, fmt.Errorf("create job: %w", err)
 	}
-	if err := d.Queue.Enqueue(ctx, j.ID); err != nil {
-		return j, fmt.Errorf("enqueue job %d: %w", j.ID, err)
+	return j, d.Enqueue(ctx, j.ID)
+}
+
+// Enqueue tells the queue of job jobID, which the store already holds as
+// queued (committed with what created it: a message, a parent's finish).
+// On error the job waits in the store for the Reconciler.
+func (d Dispatch) Enqueue(ctx context.Context, jobID int64) error {
+	if err := d.Queue.Enqueue(ctx, jobID); err != nil {
+		return fmt.Errorf("enqueue job %d: %w", jobID, err)
 	}
-	return j, nil
+	return nil
+}
+
+// EnqueueChildren enqueues the queued subtask jobs of parentID, which the
+// parent's finish stored. It tries every child and returns their errors
+// joined.
+func (d Dispatch) EnqueueChildren(ctx context.Context, parentID int64) error {
+	children, err := d.Store.Jobs(ctx, core.JobFilter{ParentJobID: parentID, States: []core.JobState{core.JobQueued}})
+	if err != nil {
+		return fmt.Errorf("list subtasks of job %d: %w", parentID, err)
+	}
+	var errs []error
+	for _, c := range children {
+		errs = append(errs, d.Enqueue(ctx, c.ID))
+	}
+	return errors.Join(errs...)
+}
+
+// ResumeParent resumes job parentID, waiting for its subtasks, once none
+// of them is active, as Resume does. It reports false, changing nothing,
+// when the job is not waiting for subtasks or one is still active.
+func (d Dispatch) ResumeParent(ctx context.Context, parentID int64) (bool, error) {
+	parent, err := d.Store.Job(ctx, parentID)
+	if err != nil {
+		return false, fmt.Errorf("resume parent job %d: %w", parentID, err)
+	}
+	if parent.State != core.JobWaitingSubtasks {
+		return false, nil
+	}
+	children, err := d.Store.Jobs(ctx, core.JobFilter{ParentJobID: parentID})
+	if err != nil {
+		return false, fmt.Errorf("list subtasks of job %d: %w", parentID, err)
+	}
+	for _, c := range children {
+		if c.State.Active() {
+			return false, nil
+		}
+	}
+	return d.Resume(ctx, parentID, parent.WaitSeq)
 }
 
 // Resume requeues a job waiting under waitSeq. It reports false, changing
@@ -33,8 +81,11 @@ func (d Dispatch) Create(ctx context.Context, j core.Job) (core.Job, error) {
 // delivered twice resumes the job once.
 func (d Dispatch) Resume(ctx context.Context, jobID, waitSeq int64) (bool, error) {
 	ok, err := d.Store.ResumeJob(ctx, jobID, waitSeq)
-	if err != nil || !ok {
-		return false, err
+	if err != nil {
+		return false, fmt.Errorf("resume job %d: %w", jobID, err)
+	}
+	if !ok {
+		return false, nil
 	}
 	resumed, err := d.Queue.Resume(ctx, jobID, waitSeq)
 	if err != nil {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/baton-bot/baton/core"
@@ -102,11 +104,11 @@ type ExecutorConfig struct {
 // already terminal is acked without running; one taken over by a newer
 // attempt is dropped.
 type Executor struct {
-	store  Store
-	q      core.Queue
-	engine Engine
-	cfg    ExecutorConfig
-	log    *slog.Logger
+	store    Store
+	dispatch Dispatch // the jobs a finish creates or resumes
+	engine   Engine
+	cfg      ExecutorConfig
+	log      *slog.Logger
 }
 
 var _ Handler = (*Executor)(nil)
@@ -126,7 +128,7 @@ func NewExecutor(store Store, q core.Queue, e Engine, cfg ExecutorConfig) *Execu
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Executor{store: store, q: q, engine: e, cfg: cfg, log: cfg.Logger}
+	return &Executor{store: store, dispatch: Dispatch{Store: store, Queue: q}, engine: e, cfg: cfg, log: cfg.Logger}
 }
 
 // Handle runs the job of lease l.
@@ -262,28 +264,54 @@ func finishes(s core.JobState) bool {
 	return s != core.JobRunning && core.CanTransition(core.JobRunning, s)
 }
 
-// runEngine calls the engine, turning a panic into an error.
+// runEngine calls the engine, turning a panic into an error: the log gets
+// the whole stack, the error (and so the job's error field) its first
+// maxPanicStack bytes.
 func (x *Executor) runEngine(ctx context.Context, j core.Job) (fin core.Finish, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("engine panicked: %v", r)
+			stack := debug.Stack()
+			x.log.Error("engine panicked", "job", j.ID, "attempt", j.Attempt, "panic", fmt.Sprint(r), "stack", string(stack))
+			err = &panicError{value: r, stack: capStack(stack, maxPanicStack)}
 		}
 	}()
 	return x.engine.Run(ctx, NewRun(j, x.store))
 }
 
+// maxPanicStack caps the stack trace a panic leaves in the job's error.
+const maxPanicStack = 4 << 10
+
+// panicError is an engine's panic as a failed run. Its first line is a
+// plain sentence, for people; the stack follows on the next lines, for
+// whoever reads the job's error field.
+type panicError struct {
+	value any
+	stack string
+}
+
+func (e *panicError) Error() string { return fmt.Sprintf("engine panicked: %v\n%s", e.value, e.stack) }
+
+// capStack returns the first limit bytes of stack, cut at the end of a line,
+// saying so when it cut.
+func capStack(stack []byte, limit int) string {
+	s := strings.TrimRight(string(stack), "\n")
+	if len(s) <= limit {
+		return s
+	}
+	cut := s[:limit]
+	if i := strings.LastIndexByte(cut, '\n'); i > 0 {
+		cut = cut[:i]
+	}
+	return cut + fmt.Sprintf("\n… (%d more bytes of stack in the log)", len(s)-len(cut))
+}
+
 // afterFinish dispatches what a finish set in motion: the children a parent
-// waits for, and the parent once its last child ended.
+// waits for, and the parent once its last child ended. What fails is left
+// to the reconciler and logged.
 func (x *Executor) afterFinish(ctx context.Context, j core.Job, log *slog.Logger) {
 	if j.State == core.JobWaitingSubtasks {
-		children, err := x.store.Jobs(ctx, core.JobFilter{ParentJobID: j.ID, States: []core.JobState{core.JobQueued}})
-		if err != nil {
-			log.Error("listing subtask jobs failed; the reconciler will dispatch them", "err", err)
-		}
-		for _, c := range children {
-			if err := x.q.Enqueue(ctx, c.ID); err != nil {
-				log.Error("enqueueing a subtask job failed; the reconciler will dispatch it", "child", c.ID, "err", err)
-			}
+		if err := x.dispatch.EnqueueChildren(ctx, j.ID); err != nil {
+			log.Error("dispatching subtask jobs failed; the reconciler will dispatch them", "err", err)
 		}
 		// Children that all ended before the parent parked resume it now.
 		x.resumeParent(ctx, j.ID, log)
@@ -293,29 +321,10 @@ func (x *Executor) afterFinish(ctx context.Context, j core.Job, log *slog.Logger
 	}
 }
 
-// resumeParent requeues a parent waiting for subtasks once none of its
-// children is active.
+// resumeParent resumes parentID once none of its subtasks is active.
 func (x *Executor) resumeParent(ctx context.Context, parentID int64, log *slog.Logger) {
-	parent, err := x.store.Job(ctx, parentID)
-	if err != nil || parent.State != core.JobWaitingSubtasks {
-		return
-	}
-	children, err := x.store.Jobs(ctx, core.JobFilter{ParentJobID: parentID})
-	if err != nil {
-		log.Error("listing subtask jobs failed", "parent", parentID, "err", err)
-		return
-	}
-	for _, c := range children {
-		if c.State.Active() {
-			return
-		}
-	}
-	ok, err := x.store.ResumeJob(ctx, parentID, parent.WaitSeq)
-	if err != nil || !ok {
-		return
-	}
-	if _, err := x.q.Resume(ctx, parentID, parent.WaitSeq); err != nil {
-		log.Error("resuming the parent in the queue failed; the reconciler will dispatch it", "parent", parentID, "err", err)
+	if _, err := x.dispatch.ResumeParent(ctx, parentID); err != nil {
+		log.Error("resuming the parent job failed; the reconciler will dispatch it", "parent", parentID, "err", err)
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 
@@ -88,7 +89,11 @@ type PoolConfig struct {
 	MaxFailures   int           // failures before the queue gives up on a job (5)
 	OnDead        DeadFunc      // optional
 	Meter         PoolMeter     // optional
-	Logger        *slog.Logger
+	// Now is the clock the pool keeps its leases by: when each was last
+	// renewed, and so when a job whose lease could not be renewed must
+	// stop (time.Now).
+	Now    func() time.Time
+	Logger *slog.Logger
 }
 
 func (c *PoolConfig) setDefaults() {
@@ -109,6 +114,9 @@ func (c *PoolConfig) setDefaults() {
 	if c.MaxFailures <= 0 {
 		c.MaxFailures = 5
 	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -124,29 +132,37 @@ type Pool struct {
 	acks chan core.Lease // leases to ack in batches; nil when the queue does not batch
 
 	mu      sync.Mutex
-	running map[int64]*job // guarded by mu; keyed on job id
+	running map[attemptKey]*job // guarded by mu
 }
+
+// attemptKey names one attempt of a job. Two attempts of a job can meet in
+// one pool: the queue lost the job (Redis flushed) and the reconciler
+// dispatched it again while the first still ran.
+type attemptKey struct{ job, attempt int64 }
 
 // job is a lease being worked on.
 type job struct {
 	lease   core.Lease
 	cancel  context.CancelCauseFunc
-	renewed time.Time // local time the last successful renewal was sent
+	renewed time.Time     // by cfg.Now, when the last successful renewal was sent; guarded by Pool.mu
+	done    chan struct{} // closed once the handler returned
 }
 
 // NewPool returns a pool that claims from q and runs h.
 func NewPool(q core.Queue, h Handler, cfg PoolConfig) *Pool {
 	cfg.setDefaults()
-	return &Pool{q: q, h: h, cfg: cfg, log: cfg.Logger, running: make(map[int64]*job)}
+	return &Pool{q: q, h: h, cfg: cfg, log: cfg.Logger, running: make(map[attemptKey]*job)}
 }
 
-// Running returns the ids of the jobs being run now.
+// Running returns the ids of the jobs being run now, each once.
 func (p *Pool) Running() []int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	ids := make([]int64, 0, len(p.running))
-	for id := range p.running {
-		ids = append(ids, id)
+	for k := range p.running {
+		if !slices.Contains(ids, k.job) {
+			ids = append(ids, k.job)
+		}
 	}
 	return ids
 }
@@ -309,27 +325,63 @@ func (p *Pool) ackLoop(b batcher) {
 	}
 }
 
-// run handles one lease and settles it.
+// run handles one lease and settles it. An older attempt of the same job
+// still running in this pool is stopped first, and the handler starts only
+// once it returned: two attempts never work on one job at once.
 func (p *Pool) run(jobsCtx context.Context, l core.Lease) {
 	ctx, cancel := context.WithCancelCause(jobsCtx)
 	defer cancel(nil)
-	p.mu.Lock()
-	p.running[l.JobID] = &job{lease: l, cancel: cancel, renewed: time.Now()}
-	p.mu.Unlock()
+	j := &job{lease: l, cancel: cancel, renewed: p.cfg.Now(), done: make(chan struct{})}
+	older, ok := p.register(j)
+	if !ok {
+		return
+	}
+	for _, o := range older {
+		<-o.done
+	}
 
-	start := time.Now()
+	start := p.cfg.Now()
 	res := p.handle(ctx, l)
 
 	p.mu.Lock()
-	delete(p.running, l.JobID)
+	delete(p.running, attemptKey{l.JobID, l.Attempt})
 	p.mu.Unlock()
+	close(j.done)
 	if errors.Is(context.Cause(ctx), core.ErrLeaseLost) {
 		res = Result{Action: Drop}
 	}
 	if p.cfg.Meter != nil {
-		p.cfg.Meter.Settled(res.Action.String(), time.Since(start))
+		p.cfg.Meter.Settled(res.Action.String(), p.cfg.Now().Sub(start))
 	}
 	p.settle(l, res)
+}
+
+// register adds j to the running jobs and cancels the older attempts of its
+// job that run here, with cause core.ErrLeaseLost (the queue's newer
+// attempt fences them out anyway); it returns them, for j to wait on. It
+// reports false, adding nothing, when j's attempt is not the newest of its
+// job here: that lease is fenced out and is dropped without a run.
+func (p *Pool) register(j *job) (older []*job, ok bool) {
+	l := j.lease
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k, o := range p.running {
+		if k.job != l.JobID {
+			continue
+		}
+		if k.attempt >= l.Attempt {
+			p.log.Warn("claimed an attempt older than the one running: dropping it", "job", l.JobID, "attempt", l.Attempt, "running", k.attempt)
+			return nil, false
+		}
+		older = append(older, o)
+	}
+	for _, o := range older {
+		p.log.Warn("a newer attempt of a running job was claimed: stopping the older one first",
+			"job", l.JobID, "attempt", o.lease.Attempt, "newer", l.Attempt)
+		o.cancel(core.ErrLeaseLost)
+	}
+	p.running[attemptKey{l.JobID, l.Attempt}] = j
+	return older, true
 }
 
 // handle calls the handler, turning a panic into a failed run.
@@ -409,7 +461,7 @@ func (p *Pool) heartbeatLoop(ctx context.Context) {
 		if len(leases) == 0 {
 			continue
 		}
-		sent := time.Now()
+		sent := p.cfg.Now()
 		hctx, cancel := context.WithTimeout(ctx, p.cfg.Heartbeat)
 		st, err := p.q.Heartbeat(hctx, leases)
 		cancel()
@@ -420,7 +472,7 @@ func (p *Pool) heartbeatLoop(ctx context.Context) {
 		for i, j := range jobs {
 			switch {
 			case err != nil:
-				if time.Since(j.renewed) >= p.cfg.Lease-margin {
+				if p.cfg.Now().Sub(j.renewed) >= p.cfg.Lease-margin {
 					p.log.Warn("lease not renewed in time: stopping the job", "job", j.lease.JobID, "err", err)
 					j.cancel(core.ErrLeaseLost)
 				}
@@ -488,12 +540,14 @@ func (p *Pool) watchAbortsLoop(ctx context.Context) {
 	}
 }
 
-// abort cancels the job with id if this pool runs it.
+// abort cancels the job with id if this pool runs it, whichever attempt.
 func (p *Pool) abort(id int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if j, ok := p.running[id]; ok {
-		j.cancel(core.ErrAborted)
+	for k, j := range p.running {
+		if k.job == id {
+			j.cancel(core.ErrAborted)
+		}
 	}
 }
 

@@ -19,7 +19,9 @@ type Reconciler struct {
 	Every time.Duration
 	// Grace leaves alone jobs created less than Grace ago, which their
 	// creator is still enqueueing (10 s).
-	Grace  time.Duration
+	Grace time.Duration
+	// Now is the clock Grace is measured by (time.Now).
+	Now    func() time.Time
 	Logger *slog.Logger
 }
 
@@ -49,14 +51,36 @@ func (r *Reconciler) Once(ctx context.Context) (int, error) {
 	if grace <= 0 {
 		grace = 10 * time.Second
 	}
+	return r.reconcile(ctx, grace)
+}
+
+// Recover dispatches again at once every job the store holds as queued or
+// running, however new, and reports how many it restored. It is for the
+// start of a process whose in-process queue is the only queue of its
+// store (the embedded default): that queue starts empty, so each such job
+// was left by an earlier process that stopped or died, and no creator is
+// still enqueueing it; a running one is taken over at once instead of after
+// a reconcile period. With a shared queue (Redis) use Run: other
+// processes' jobs are theirs until their leases expire.
+func (r *Reconciler) Recover(ctx context.Context) (int, error) {
+	return r.reconcile(ctx, 0)
+}
+
+// reconcile dispatches the queued and running jobs created at least grace
+// ago.
+func (r *Reconciler) reconcile(ctx context.Context, grace time.Duration) (int, error) {
 	jobs, err := r.Store.Jobs(ctx, core.JobFilter{States: []core.JobState{core.JobQueued, core.JobRunning}})
 	if err != nil {
 		return 0, err
 	}
-	cutoff := time.Now().Add(-grace)
+	now := time.Now
+	if r.Now != nil {
+		now = r.Now
+	}
+	cutoff := now().Add(-grace)
 	items := make([]core.ReconcileItem, 0, len(jobs))
 	for _, j := range jobs {
-		if j.CreatedAt.After(cutoff) {
+		if grace > 0 && j.CreatedAt.After(cutoff) {
 			continue
 		}
 		items = append(items, core.ReconcileItem{JobID: j.ID, State: j.State, Attempt: j.Attempt})

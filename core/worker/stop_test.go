@@ -2,6 +2,8 @@ package worker_test
 
 import (
 	"context"
+	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -118,5 +120,67 @@ func TestStoppedPoolClaimsNoMore(t *testing.T) {
 				t.Errorf("%d claims began after the pool was told to stop", n)
 			}
 		})
+	}
+}
+
+// unrenewable is a Memory queue whose heartbeats fail, counting them.
+type unrenewable struct {
+	core.Queue
+	beats atomic.Int64
+}
+
+func (q *unrenewable) Heartbeat(ctx context.Context, leases []core.Lease) ([]core.LeaseStatus, error) {
+	q.beats.Add(1)
+	return nil, errors.New("queue unreachable")
+}
+
+// TestUnrenewedLeaseStopsTheJobByThePoolsClock: a job whose lease cannot be
+// renewed runs on while the pool's clock says the lease holds, and stops
+// (cause core.ErrLeaseLost) once the clock passes it; no test sleeps
+// through a real lease.
+func TestUnrenewedLeaseStopsTheJobByThePoolsClock(t *testing.T) {
+	mem := queue.NewMemory(queue.Options{Lease: time.Hour})
+	t.Cleanup(func() { mem.Close() })
+	q := &unrenewable{Queue: mem}
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return now
+	}
+	causes := make(chan error, 1)
+	started := make(chan struct{})
+	h := worker.HandlerFunc(func(ctx context.Context, l core.Lease) worker.Result {
+		close(started)
+		<-ctx.Done()
+		causes <- context.Cause(ctx)
+		return worker.Result{Action: worker.Requeue}
+	})
+	pool := worker.NewPool(q, h, worker.PoolConfig{Concurrency: 1, Lease: time.Hour, Heartbeat: 10 * time.Millisecond, ClaimWait: 50 * time.Millisecond, Now: clock})
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = pool.Run(ctx) }()
+	t.Cleanup(func() { stop(); <-done })
+	if err := mem.Enqueue(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	waitFor(t, 10*time.Second, "failed heartbeats", func() bool { return q.beats.Load() >= 5 })
+	select {
+	case err := <-causes:
+		t.Fatalf("the job stopped (%v) while the pool's clock said its lease held", err)
+	default:
+	}
+	mu.Lock()
+	now = now.Add(time.Hour)
+	mu.Unlock()
+	select {
+	case err := <-causes:
+		if !errors.Is(err, core.ErrLeaseLost) {
+			t.Errorf("cause %v, want core.ErrLeaseLost", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the job kept running past its unrenewed lease")
 	}
 }

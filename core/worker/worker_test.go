@@ -22,6 +22,7 @@ type harness struct {
 	store *sqlite.Store
 	q     core.Queue
 	d     worker.Dispatch
+	pool  *worker.Pool
 	stop  context.CancelFunc
 	done  chan struct{}
 
@@ -72,6 +73,7 @@ func newHarness(t *testing.T, q core.Queue, engine worker.EngineFunc) *harness {
 		Concurrency: 2, Lease: 2 * time.Second, Heartbeat: 500 * time.Millisecond, Reap: 200 * time.Millisecond,
 		AbortPoll: time.Second, ClaimWait: 100 * time.Millisecond, ShutdownGrace: time.Second,
 	})
+	h.pool = pool
 	ctx, cancel := context.WithCancel(context.Background())
 	h.stop = cancel
 	go func() {
