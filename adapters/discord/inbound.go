@@ -60,7 +60,7 @@ func (a *Adapter) message(ctx context.Context, m *discordgo.Message, bot string)
 	msg := chat.Message{
 		MsgID:     m.ID,
 		Author:    author(m.Author, m.Member),
-		Text:      a.readable(ctx, m, bot),
+		Text:      a.readable(ctx, m, bot, new(int)),
 		Stickers:  stickers(m),
 		Files:     a.files(m.Attachments),
 		Addressed: addressed,
@@ -150,11 +150,13 @@ func (a *Adapter) history(ctx context.Context, thread, bot string) ([]chat.Messa
 		return nil, fmt.Errorf("discord: earlier messages of thread %s: %w", thread, err)
 	}
 	out := make([]chat.Message, 0, len(ms))
+	// One lookup budget for the whole thread.
+	lookups := new(int)
 	for _, m := range slices.Backward(ms) { // Discord lists the newest first
 		if m.Author == nil || (m.Type != discordgo.MessageTypeDefault && m.Type != discordgo.MessageTypeReply) {
 			continue
 		}
-		h := chat.Message{MsgID: m.ID, Author: author(m.Author, m.Member), Text: a.readable(ctx, m, bot), Stickers: stickers(m), At: m.Timestamp}
+		h := chat.Message{MsgID: m.ID, Author: author(m.Author, m.Member), Text: a.readable(ctx, m, bot, lookups), Stickers: stickers(m), At: m.Timestamp}
 		if h.Text != strings.TrimSpace(m.Content) {
 			h.Original = m.Content
 		}
@@ -164,14 +166,16 @@ func (a *Adapter) history(ctx context.Context, thread, bot string) ([]chat.Messa
 }
 
 // maxLookups bounds the channel lookups (REST calls) the references of
-// one message may cost; channels beyond that keep their id (#123).
+// one message, or of a thread's earlier messages together, may cost;
+// channels beyond that keep their id (#123).
 const maxLookups = 10
 
 // readable is m's text as people read it: the bot's mentions removed and
 // Discord's markup rewritten (chattext.Readable), users named from the
-// message's mentions, roles and channels from the gateway's state (a
-// channel not there is looked up, within maxLookups).
-func (a *Adapter) readable(ctx context.Context, m *discordgo.Message, bot string) string {
+// message's mentions, roles and channels from the gateway's state. A
+// channel not there is looked up while *lookups, the lookups made so far
+// for the event, is below maxLookups.
+func (a *Adapter) readable(ctx context.Context, m *discordgo.Message, bot string, lookups *int) string {
 	users := map[string]string{}
 	for _, u := range m.Mentions {
 		if u == nil {
@@ -185,7 +189,6 @@ func (a *Adapter) readable(ctx context.Context, m *discordgo.Message, bot string
 			users[u.ID] = mem.Nick
 		}
 	}
-	lookups := 0
 	refs := chattext.Refs{
 		User: func(id string) (string, bool) {
 			name, ok := users[id]
@@ -202,10 +205,10 @@ func (a *Adapter) readable(ctx context.Context, m *discordgo.Message, bot string
 			if c, err := a.s.State.Channel(id); err == nil && c != nil {
 				return c.Name, true
 			}
-			if lookups >= maxLookups || ctx.Err() != nil {
+			if *lookups >= maxLookups || ctx.Err() != nil {
 				return "", false
 			}
-			lookups++
+			*lookups++
 			info, err := a.channel(ctx, id)
 			return info.name, err == nil
 		},

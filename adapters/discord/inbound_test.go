@@ -2,6 +2,7 @@ package discord
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -122,5 +123,31 @@ func TestNotNewRequests(t *testing.T) {
 	}
 	if slices.ContainsFunc(w.posts(fakeText), func(p string) bool { return strings.Contains(p, "not allowed") }) {
 		t.Errorf("a refusal was posted: %q", w.posts(fakeText))
+	}
+}
+
+// Channels a message links that the gateway's state does not know cost a
+// bounded number of lookups, however many there are.
+func TestManyChannelLinksBoundLookups(t *testing.T) {
+	w := startWorld(t)
+	w.sys.LLM.Script(llmtest.Transition("COMPLETE", "Done."))
+	var b strings.Builder
+	b.WriteString("<@" + fakeBot + "> compare")
+	for i := range 500 {
+		fmt.Fprintf(&b, " <#%d>", 10_000+i)
+	}
+	w.f.mu.Lock()
+	before := w.f.lookups
+	w.f.mu.Unlock()
+	id := w.say(fakeText, fakeGuild, "42", b.String(), true)
+	w.waitReaction("+✅ " + fakeText + "/" + id)
+	w.f.mu.Lock()
+	n := w.f.lookups - before
+	w.f.mu.Unlock()
+	if n > maxLookups+1 { // and the new thread's own
+		t.Errorf("%d channel lookups for one message, want at most %d", n, maxLookups+1)
+	}
+	if req := w.sys.LLM.Requests()[0].Messages[1].Text(); !strings.Contains(req, "compare #10000 #10001") || !strings.Contains(req, "#10499") {
+		t.Errorf("the model read:\n%.300s", req)
 	}
 }
