@@ -164,6 +164,7 @@ type SlackConfig struct {
 	APIURL         string `yaml:"api_url"`
 	RequireMention bool   `yaml:"require_mention"`
 	IgnoreBots     bool   `yaml:"ignore_bots"`
+	Command        string `yaml:"command"` // the slash command Baton answers
 	BotToken       Secret `yaml:"bot_token"`
 	AppToken       Secret `yaml:"app_token"`
 	SigningSecret  Secret `yaml:"signing_secret"`
@@ -234,6 +235,7 @@ func DefaultConfig() Config {
 			Mode:       "socket",
 			APIURL:     "https://slack.com/api/",
 			IgnoreBots: true,
+			Command:    "/baton",
 		},
 		Discord: DiscordConfig{
 			APIURL:     "https://discord.com/api/v9/",
@@ -592,6 +594,9 @@ func (c Config) Validate() error {
 
 	v.oneOf("slack.mode", c.Slack.Mode, "socket", "http")
 	v.url("slack.api_url", c.Slack.APIURL, true, "http", "https")
+	if !slashCommand.MatchString(c.Slack.Command) {
+		v.fail("slack.command", fmt.Sprintf("must be a slash command such as /baton (a /, then up to 31 lowercase letters, digits, - or _), got %q", c.Slack.Command))
+	}
 	if c.Slack.Enabled {
 		v.secret("slack.bot_token", c.Slack.BotToken, "SLACK_BOT_TOKEN", "slack is enabled")
 		switch c.Slack.Mode {
@@ -615,6 +620,9 @@ func (c Config) Validate() error {
 
 	return errors.Join(v.errs...)
 }
+
+// slashCommand is the form Slack gives a slash command's name.
+var slashCommand = regexp.MustCompile(`^/[a-z0-9_-]{1,31}$`)
 
 // Platform prefixes accepted in access lists.
 var (

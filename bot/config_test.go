@@ -287,6 +287,8 @@ func TestValidate(t *testing.T) {
 		{"log.level", func(c *Config) { c.Log.Level = "verbose" }, "log.level"},
 		{"slack.mode", func(c *Config) { c.Slack.Mode = "rtm" }, "slack.mode"},
 		{"slack.api_url", func(c *Config) { c.Slack.APIURL = "slack.com" }, "slack.api_url"},
+		{"slack.command", func(c *Config) { c.Slack.Command = "baton" }, "slack.command"},
+		{"slack.command with spaces", func(c *Config) { c.Slack.Command = "/ba ton" }, "slack.command"},
 		{"slack socket without bot token", func(c *Config) {
 			c.Slack.Enabled, c.Slack.AppToken = true, "xapp-1"
 		}, "slack.bot_token"},

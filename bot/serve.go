@@ -185,6 +185,7 @@ func (m *Main) startAdapters(ctx context.Context, sys *system, mux *http.ServeMu
 		a, err := slack.New(sys.chat, slack.Config{
 			BotToken: c.BotToken.Reveal(), AppToken: c.AppToken.Reveal(), SigningSecret: c.SigningSecret.Reveal(),
 			APIURL: c.APIURL, Mode: c.Mode, RequireMention: c.RequireMention, IgnoreBots: c.IgnoreBots,
+			Command: c.Command, Locale: m.Config.Locale,
 			Groups: slackGroups(m.Config.Access), Logger: m.Logger.With("adapter", "slack"),
 		})
 		if err != nil {

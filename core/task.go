@@ -53,7 +53,12 @@ type Comment struct {
 	AuthorID      string
 	AuthorName    string
 	Role          Role
-	Text          string
-	Files         []string // workspace-relative paths of attached files
-	CreatedAt     time.Time
+	// Text is what the model reads: the message as people read it, the
+	// platform's markup rewritten (mentions as @name, links, entities).
+	Text string
+	// Original is the message as the platform sent it, kept for audit when
+	// it differs from Text; "" otherwise. It is never shown to the model.
+	Original  string
+	Files     []string // workspace-relative paths of attached files
+	CreatedAt time.Time
 }

@@ -7,7 +7,6 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -103,6 +102,7 @@ type Adapter struct {
 
 // channelInfo is what the adapter needs of a channel.
 type channelInfo struct {
+	name   string
 	guild  string
 	parent string // for a thread: its channel
 	thread bool
@@ -338,7 +338,7 @@ func (a *Adapter) channel(ctx context.Context, id string) (channelInfo, error) {
 }
 
 func infoOf(c *discordgo.Channel) channelInfo {
-	return channelInfo{guild: c.GuildID, parent: c.ParentID, thread: c.IsThread(),
+	return channelInfo{name: c.Name, guild: c.GuildID, parent: c.ParentID, thread: c.IsThread(),
 		dm: c.Type == discordgo.ChannelTypeDM || c.Type == discordgo.ChannelTypeGroupDM}
 }
 
@@ -372,9 +372,11 @@ func author(u *discordgo.User, m *discordgo.Member) chat.Author {
 	return au
 }
 
-// mentions reports whether m mentions the bot.
+// mentions reports whether m's text mentions the bot. Its Mentions are
+// not enough: they list the author of the message a reply answers when
+// the reply pings them.
 func mentions(m *discordgo.Message, bot string) bool {
-	return slices.ContainsFunc(m.Mentions, func(u *discordgo.User) bool { return u != nil && u.ID == bot })
+	return bot != "" && (strings.Contains(m.Content, "<@"+bot+">") || strings.Contains(m.Content, "<@!"+bot+">"))
 }
 
 // stripMention removes the bot's mentions from text.

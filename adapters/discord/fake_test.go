@@ -49,6 +49,7 @@ type fakeDiscord struct {
 	refuse    bool // close the gateway with 4014 after identify
 	archived  map[string]bool
 	requests  []string
+	lookups   int // GET /channels/{c}
 	conn      *websocket.Conn
 	connWrite sync.Mutex
 }
@@ -79,6 +80,7 @@ func newFake(t testing.TB) *fakeDiscord {
 	mux.HandleFunc("GET /api/channels/{c}", func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		ch, ok := f.channels[r.PathValue("c")]
+		f.lookups++
 		f.mu.Unlock()
 		if !ok {
 			apiError(w, http.StatusNotFound, 10003, "Unknown Channel")

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strings"
 
 	"github.com/bwmarrin/discordgo"
 
@@ -23,30 +24,50 @@ const codeThreadExists = 160004
 const threadArchive = 1440
 
 func (a *Adapter) onMessage(_ *discordgo.Session, e *discordgo.MessageCreate) {
-	m := e.Message
 	bot := a.botUser()
-	if m == nil || m.Author == nil || bot == "" || m.Author.ID == bot {
-		return // the bot's own messages never count
-	}
-	if (m.Author.Bot || m.WebhookID != "") && a.cfg.IgnoreBots {
+	if !a.wanted(e.Message, bot) {
 		return
 	}
-	if m.Type != discordgo.MessageTypeDefault && m.Type != discordgo.MessageTypeReply {
-		return // thread created, pins, joins…
-	}
+	m := e.Message
 	a.queue(m.ChannelID, func(ctx context.Context) { a.message(ctx, m, bot) })
 }
 
+// wanted reports whether m was written by someone Baton listens to: not
+// the bot itself (user id bot), not Discord's system user, not another
+// bot when IgnoreBots is set, and not a notice (a thread created, a pin, a
+// join, …).
+func (a *Adapter) wanted(m *discordgo.Message, bot string) bool {
+	switch {
+	case m == nil || m.Author == nil || bot == "" || m.Author.ID == bot:
+		return false // the bot's own messages never count
+	case m.Author.System:
+		return false
+	case (m.Author.Bot || m.WebhookID != "") && a.cfg.IgnoreBots:
+		return false
+	}
+	return m.Type == discordgo.MessageTypeDefault || m.Type == discordgo.MessageTypeReply
+}
+
 // message hands one message over to the service.
+//
+// It is addressed to the bot when its text mentions the bot: Discord also
+// lists the bot among a reply's mentions when the reply pings the author
+// of the message replied to, and a reply to the bot's own message is not a
+// new request. In a task's thread such a reply is a comment, also under
+// RequireMention.
 func (a *Adapter) message(ctx context.Context, m *discordgo.Message, bot string) {
 	addressed := mentions(m, bot)
 	msg := chat.Message{
 		MsgID:     m.ID,
 		Author:    author(m.Author, m.Member),
-		Text:      stripMention(m.Content, bot),
+		Text:      a.readable(ctx, m, bot, new(int)),
+		Stickers:  stickers(m),
 		Files:     a.files(m.Attachments),
 		Addressed: addressed,
 		At:        m.Timestamp,
+	}
+	if msg.Text != strings.TrimSpace(m.Content) {
+		msg.Original = m.Content
 	}
 	log := a.log.With("channel", m.ChannelID, "msg", m.ID)
 	switch {
@@ -64,7 +85,7 @@ func (a *Adapter) message(ctx context.Context, m *discordgo.Message, bot string)
 		}
 		switch {
 		case info.thread:
-			if a.cfg.RequireMention && !addressed {
+			if a.cfg.RequireMention && !addressed && !repliesTo(m, bot) {
 				return
 			}
 			msg.Thread = ref(m.ChannelID, info)
@@ -129,13 +150,87 @@ func (a *Adapter) history(ctx context.Context, thread, bot string) ([]chat.Messa
 		return nil, fmt.Errorf("discord: earlier messages of thread %s: %w", thread, err)
 	}
 	out := make([]chat.Message, 0, len(ms))
+	// One lookup budget for the whole thread.
+	lookups := new(int)
 	for _, m := range slices.Backward(ms) { // Discord lists the newest first
 		if m.Author == nil || (m.Type != discordgo.MessageTypeDefault && m.Type != discordgo.MessageTypeReply) {
 			continue
 		}
-		out = append(out, chat.Message{MsgID: m.ID, Author: author(m.Author, m.Member), Text: stripMention(m.Content, bot), At: m.Timestamp})
+		h := chat.Message{MsgID: m.ID, Author: author(m.Author, m.Member), Text: a.readable(ctx, m, bot, lookups), Stickers: stickers(m), At: m.Timestamp}
+		if h.Text != strings.TrimSpace(m.Content) {
+			h.Original = m.Content
+		}
+		out = append(out, h)
 	}
 	return out, nil
+}
+
+// maxLookups bounds the channel lookups (REST calls) the references of
+// one message, or of a thread's earlier messages together, may cost;
+// channels beyond that keep their id (#123).
+const maxLookups = 10
+
+// readable is m's text as people read it: the bot's mentions removed and
+// Discord's markup rewritten (chattext.Readable), users named from the
+// message's mentions, roles and channels from the gateway's state. A
+// channel not there is looked up while *lookups, the lookups made so far
+// for the event, is below maxLookups.
+func (a *Adapter) readable(ctx context.Context, m *discordgo.Message, bot string, lookups *int) string {
+	users := map[string]string{}
+	for _, u := range m.Mentions {
+		if u == nil {
+			continue
+		}
+		users[u.ID] = u.Username
+		if u.GlobalName != "" {
+			users[u.ID] = u.GlobalName
+		}
+		if mem, err := a.s.State.Member(m.GuildID, u.ID); err == nil && mem.Nick != "" {
+			users[u.ID] = mem.Nick
+		}
+	}
+	refs := chattext.Refs{
+		User: func(id string) (string, bool) {
+			name, ok := users[id]
+			return name, ok
+		},
+		Role: func(id string) (string, bool) {
+			r, err := a.s.State.Role(m.GuildID, id)
+			if err != nil || r == nil {
+				return "", false
+			}
+			return r.Name, true
+		},
+		Channel: func(id string) (string, bool) {
+			if c, err := a.s.State.Channel(id); err == nil && c != nil {
+				return c.Name, true
+			}
+			if *lookups >= maxLookups || ctx.Err() != nil {
+				return "", false
+			}
+			*lookups++
+			info, err := a.channel(ctx, id)
+			return info.name, err == nil
+		},
+	}
+	return strings.TrimSpace(chattext.Readable(chattext.Discord, stripMention(m.Content, bot), refs))
+}
+
+// stickers returns the names of the stickers sent with m.
+func stickers(m *discordgo.Message) []string {
+	var out []string
+	for _, st := range m.StickerItems {
+		if st != nil && st.Name != "" {
+			out = append(out, st.Name)
+		}
+	}
+	return out
+}
+
+// repliesTo reports whether m is a reply to a message of the bot's.
+func repliesTo(m *discordgo.Message, bot string) bool {
+	r := m.ReferencedMessage
+	return m.Type == discordgo.MessageTypeReply && r != nil && r.Author != nil && r.Author.ID == bot
 }
 
 // files lists a message's attachments; Open downloads one through the

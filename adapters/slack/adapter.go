@@ -16,6 +16,7 @@ import (
 
 	"github.com/baton-bot/baton/core"
 	"github.com/baton-bot/baton/core/chat"
+	"github.com/baton-bot/baton/core/chattext"
 	"github.com/slack-go/slack"
 	"github.com/slack-go/slack/slackevents"
 )
@@ -68,6 +69,12 @@ type Config struct {
 	// answered "working on it" and its result sent to response_url later
 	// (default 2.5 s: Slack wants an answer within 3 s).
 	CommandWait time.Duration
+	// Command is the slash command Baton answers (slack.command, default
+	// "/baton"); any other command the app receives is answered with a
+	// note naming this one.
+	Command string
+	// Locale is the language of the adapter's own answers (locale).
+	Locale string
 }
 
 // Modes.
@@ -91,6 +98,7 @@ type Adapter struct {
 	poster *Poster
 	http   *http.Client
 	groups *groups
+	users  *users
 
 	work     chan func(context.Context) // acknowledged events waiting for a worker
 	commands chan struct{}              // one token per slash command running
@@ -143,6 +151,9 @@ func New(svc Service, cfg Config) (*Adapter, error) {
 	if cfg.CommandWait <= 0 {
 		cfg.CommandWait = 2500 * time.Millisecond
 	}
+	if cfg.Command == "" {
+		cfg.Command = "/baton"
+	}
 	hc := cfg.HTTPClient
 	if hc == nil {
 		hc = http.DefaultClient
@@ -151,8 +162,8 @@ func New(svc Service, cfg Config) (*Adapter, error) {
 	log := cfg.Logger.With("platform", "slack")
 	return &Adapter{
 		svc: svc, cfg: cfg, log: log, api: api, poster: &Poster{api: api}, http: hc,
-		groups: newGroups(api, cfg.Groups, cfg.GroupTTL, log),
-		work:   make(chan func(context.Context), cfg.Backlog), commands: make(chan struct{}, cfg.Workers),
+		groups: newGroups(api, cfg.Groups, cfg.GroupTTL, log), users: newUsers(api, log),
+		work: make(chan func(context.Context), cfg.Backlog), commands: make(chan struct{}, cfg.Workers),
 	}, nil
 }
 
@@ -318,7 +329,7 @@ func (a *Adapter) event(ctx context.Context, ev slackevents.EventsAPIEvent) {
 		if e.Edited != nil || a.ignored(me, e.User, e.BotID) {
 			return
 		}
-		m := a.message(ctx, me, team, eventID, e.Channel, e.User, e.BotID, e.Text, e.TimeStamp, e.ThreadTimeStamp, e.Files)
+		m := a.message(ctx, me, team, eventID, e.Channel, e.User, e.BotID, text(e.Text, e.Blocks), e.TimeStamp, e.ThreadTimeStamp, e.Files)
 		m.Addressed = true
 		a.deliver(ctx, m)
 	case *slackevents.MessageEvent:
@@ -361,12 +372,13 @@ func (a *Adapter) messageEvent(ctx context.Context, me identity, team, eventID s
 	if e.Message != nil {
 		files = e.Message.Files
 	}
-	mentioned := me.user != "" && strings.Contains(e.Text, "<@"+me.user)
+	raw := text(e.Text, e.Blocks)
+	mentioned := me.user != "" && strings.Contains(raw, "<@"+me.user)
 	comment := e.ThreadTimeStamp != "" && e.ThreadTimeStamp != e.TimeStamp && !a.cfg.RequireMention
 	if e.ChannelType != "im" && !mentioned && !comment {
 		return // a channel message not for Baton
 	}
-	m := a.message(ctx, me, team, eventID, e.Channel, e.User, e.BotID, e.Text, e.TimeStamp, e.ThreadTimeStamp, files)
+	m := a.message(ctx, me, team, eventID, e.Channel, e.User, e.BotID, raw, e.TimeStamp, e.ThreadTimeStamp, files)
 	switch {
 	case e.ChannelType == "im":
 		m.Thread.Thread = e.Channel // a direct-message channel is one thread
@@ -384,32 +396,52 @@ func (a *Adapter) messageEvent(ctx context.Context, me identity, team, eventID s
 // channels ids starting with D (reaction_added carries no channel type).
 func isDirect(channel string) bool { return strings.HasPrefix(channel, "D") }
 
-// ignored reports a message Baton must not act on: its own, or another
-// bot's when IgnoreBots is set.
+// slackbot is the user id of Slackbot, which posts reminders, notices and
+// custom responses as a person would, without a bot_id.
+const slackbot = "USLACKBOT"
+
+// ignored reports a message Baton must not act on: its own, Slackbot's, a
+// system notice's (no author), or another bot's when IgnoreBots is set.
 func (a *Adapter) ignored(me identity, user, bot string) bool {
-	if user != "" && user == me.user || bot != "" && bot == me.bot {
+	if user != "" && user == me.user || bot != "" && bot == me.bot || user == slackbot {
 		return true
 	}
 	return bot != "" && a.cfg.IgnoreBots || user == "" && bot == ""
 }
 
-// message builds the Message of a Slack message in channel.
+// text is a message's text, or its rich_text blocks in the same markup
+// when the text is empty.
+func text(t string, blocks slack.Blocks) string {
+	if strings.TrimSpace(t) == "" {
+		return richText(blocks)
+	}
+	return t
+}
+
+// message builds the Message of a Slack message in channel, its text
+// (Slack's markup) made readable.
 func (a *Adapter) message(ctx context.Context, me identity, team, eventID, channel, user, bot, text, ts, threadTS string, files []slack.File) chat.Message {
 	root := threadTS
 	if root == "" {
 		root = ts
+	}
+	names := a.users.lookup(ctx)
+	au := a.author(ctx, user, bot)
+	if bot == "" {
+		au.Name, _ = names(user)
 	}
 	m := chat.Message{
 		Thread:  core.ThreadRef{Platform: core.PlatformSlack, Team: team, Channel: channel, Thread: root},
 		Channel: "slack:" + channel,
 		MsgID:   ts,
 		EventID: eventID,
-		Author:  a.author(ctx, user, bot),
-		Text:    stripMention(text, me.user),
+		Author:  au,
+		Text:    readable(text, me.user, names),
 		At:      tsTime(ts),
 	}
+	m.Original = original(text, m.Text)
 	for _, f := range files {
-		m.Files = append(m.Files, a.file(f))
+		m.Files = append(m.Files, a.file(ctx, f))
 	}
 	if threadTS != "" && threadTS != ts {
 		m.History = func(ctx context.Context) ([]chat.Message, error) { return a.history(ctx, me, team, channel, threadTS) }
@@ -463,25 +495,49 @@ func (a *Adapter) history(ctx context.Context, me identity, team, channel, threa
 		return nil, classify("conversations.replies", err)
 	}
 	out := make([]chat.Message, 0, len(msgs))
+	names := a.users.lookup(ctx) // one budget for the whole thread
 	for _, h := range msgs {
 		user := h.User
 		if user == "" {
 			user = h.BotID
 		}
+		au := chat.Author{ID: "slack:" + user, Name: h.Username, Bot: h.BotID != "" || h.User == me.user}
+		if !au.Bot && h.User != "" {
+			au.Name, _ = names(h.User)
+		}
+		raw := text(h.Text, h.Blocks)
+		plain := readable(raw, me.user, names)
 		out = append(out, chat.Message{
-			Thread:  core.ThreadRef{Platform: core.PlatformSlack, Team: team, Channel: channel, Thread: threadTS},
-			Channel: "slack:" + channel,
-			MsgID:   h.Timestamp,
-			Author:  chat.Author{ID: "slack:" + user, Name: h.Username, Bot: h.BotID != "" || h.User == me.user},
-			Text:    stripMention(h.Text, me.user),
-			At:      tsTime(h.Timestamp),
+			Thread:   core.ThreadRef{Platform: core.PlatformSlack, Team: team, Channel: channel, Thread: threadTS},
+			Channel:  "slack:" + channel,
+			MsgID:    h.Timestamp,
+			Author:   au,
+			Text:     plain,
+			Original: original(raw, plain),
+			At:       tsTime(h.Timestamp),
 		})
 	}
 	return out, nil
 }
 
 // file describes an attachment; Open downloads it with the bot token.
-func (a *Adapter) file(f slack.File) chat.File {
+//
+// A file shared from another organisation through Slack Connect arrives as
+// a stub without links (file_access: check_file_info): files.info is asked
+// for the file first. Only when that fails too does Open fail, saying why,
+// and the thread hears it.
+func (a *Adapter) file(ctx context.Context, f slack.File) chat.File {
+	var infoErr error
+	if f.URLPrivateDownload == "" && f.URLPrivate == "" && f.ID != "" {
+		info, _, _, err := a.api.GetFileInfoContext(ctx, f.ID, 0, 0)
+		switch {
+		case err != nil:
+			infoErr = classify("files.info", err)
+			a.log.Warn("slack would not describe a shared file", "file", f.ID, "file_access", f.FileAccess, "err", infoErr)
+		case info != nil:
+			f = *info
+		}
+	}
 	url := f.URLPrivateDownload
 	if url == "" {
 		url = f.URLPrivate
@@ -495,7 +551,10 @@ func (a *Adapter) file(f slack.File) chat.File {
 		size = -1
 	}
 	return chat.File{Name: name, Size: size, Open: func(ctx context.Context) (io.ReadCloser, error) {
-		if url == "" {
+		switch {
+		case infoErr != nil:
+			return nil, fmt.Errorf("slack did not let Baton read it (%w)", infoErr)
+		case url == "":
 			return nil, errors.New("slack gave no download link")
 		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -513,6 +572,22 @@ func (a *Adapter) file(f slack.File) chat.File {
 		}
 		return resp.Body, nil
 	}}
+}
+
+// readable is the text of a message as people read it: the mentions of
+// the bot (user id bot) removed, and Slack's markup rewritten
+// (chattext.Readable), users named by names.
+func readable(text, bot string, names func(string) (string, bool)) string {
+	return strings.TrimSpace(chattext.Readable(chattext.Slack, stripMention(text, bot), chattext.Refs{User: names}))
+}
+
+// original is the text of chat.Message.Original: raw, unless it reads as
+// plain already.
+func original(raw, plain string) string {
+	if strings.TrimSpace(raw) == plain {
+		return ""
+	}
+	return raw
 }
 
 // mentionRE matches a mention of a user, with or without a label.

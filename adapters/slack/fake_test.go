@@ -47,6 +47,13 @@ type fakeSlack struct {
 	// the calls.
 	members     map[string][]string // guarded by mu
 	memberCalls int                 // guarded by mu
+	// users: user id → display name (users.info); a user not listed is
+	// answered user_not_found. userCalls counts the calls.
+	users     map[string]string // guarded by mu
+	userCalls int               // guarded by mu
+	// fileInfo: file id → the file object files.info answers; a file not
+	// listed is answered file_not_found.
+	fileInfo map[string]map[string]any // guarded by mu
 }
 
 const (
@@ -57,7 +64,8 @@ const (
 
 func newFakeSlack(t testing.TB, extra ...slacktest.Binder) *fakeSlack {
 	t.Helper()
-	f := &fakeSlack{fail: map[string]string{}, limit: map[string]int{}, files: map[string][]byte{}, maxText: map[string]int{}, members: map[string][]string{}}
+	f := &fakeSlack{fail: map[string]string{}, limit: map[string]int{}, files: map[string][]byte{}, maxText: map[string]int{},
+		members: map[string][]string{}, users: map[string]string{}, fileInfo: map[string]map[string]any{}}
 	bind := func(c slacktest.Customize) {
 		for _, m := range []string{"chat.postMessage", "chat.update", "chat.postEphemeral", "reactions.add", "reactions.remove"} {
 			c.Handle("/"+m, f.record(m))
@@ -75,6 +83,32 @@ func newFakeSlack(t testing.TB, extra ...slacktest.Binder) *fakeSlack {
 				return
 			}
 			writeJSONT(w, map[string]any{"ok": true, "users": users})
+		})
+		c.Handle("/users.info", func(w http.ResponseWriter, r *http.Request) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.userCalls++
+			id := r.FormValue("user")
+			name, ok := f.users[id]
+			if !ok {
+				writeJSONT(w, map[string]any{"ok": false, "error": "user_not_found"})
+				return
+			}
+			// As Slack documents the user object: the display name may be
+			// empty, and then people see the real name.
+			writeJSONT(w, map[string]any{"ok": true, "user": map[string]any{"id": id, "name": "handle-" + id, "real_name": "Real " + id,
+				"profile": map[string]any{"display_name": name, "real_name": "Real " + id}}})
+		})
+		c.Handle("/files.info", func(w http.ResponseWriter, r *http.Request) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.calls = append(f.calls, call{Method: "files.info", Name: r.FormValue("file")})
+			file, ok := f.fileInfo[r.FormValue("file")]
+			if !ok {
+				writeJSONT(w, map[string]any{"ok": false, "error": "file_not_found"})
+				return
+			}
+			writeJSONT(w, map[string]any{"ok": true, "file": file, "comments": []any{}})
 		})
 		c.Handle("/auth.test", func(w http.ResponseWriter, r *http.Request) {
 			writeJSONT(w, map[string]any{"ok": true, "user_id": botUser, "bot_id": botID, "team_id": team, "user": "baton"})

@@ -148,8 +148,14 @@ const commandTimeout = time.Minute
 
 // slash runs a /baton command and returns what to answer at once: the
 // result when the service gives it within CommandWait, else a "working on
-// it" note, the result following through response_url.
+// it" note, the result following through response_url. Another command of
+// the app (one not renamed in slack.command, or added in the manifest) is
+// answered with a note naming the command Baton serves, and nothing runs.
 func (a *Adapter) slash(ctx context.Context, sc slack.SlashCommand) string {
+	if !strings.EqualFold(strings.TrimSpace(sc.Command), a.cfg.Command) {
+		a.log.Info("slash command not baton's answered with a note", "command", sc.Command, "serves", a.cfg.Command)
+		return chat.Say(a.cfg.Locale, "slash_other", "command", a.cfg.Command, "other", sc.Command)
+	}
 	c := command(sc)
 	select {
 	case a.commands <- struct{}{}:

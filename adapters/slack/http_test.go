@@ -243,8 +243,10 @@ func TestEventsTranslated(t *testing.T) {
 	defer svc.mu.Unlock()
 	root := thread("1700000000.000100")
 	want := []chat.Message{
-		{Thread: root, Channel: "slack:C1", MsgID: "1700000000.000100", EventID: "Ev1", Author: chat.Author{ID: "slack:U1"}, Text: "summarise <@U2>'s plan", Addressed: true},
-		{Thread: root, Channel: "slack:C1", MsgID: "1700000000.000100", EventID: "Ev1", Author: chat.Author{ID: "slack:U1"}, Text: "summarise <@U2>'s plan", Addressed: true},
+		{Thread: root, Channel: "slack:C1", MsgID: "1700000000.000100", EventID: "Ev1", Author: chat.Author{ID: "slack:U1"}, Text: "summarise @U2's plan",
+			Original: "<@UBATON> summarise <@U2>'s plan", Addressed: true},
+		{Thread: root, Channel: "slack:C1", MsgID: "1700000000.000100", EventID: "Ev1", Author: chat.Author{ID: "slack:U1"}, Text: "summarise @U2's plan",
+			Original: "<@UBATON> summarise <@U2>'s plan", Addressed: true},
 		{Thread: root, Channel: "slack:C1", MsgID: "1700000000.000200", EventID: "Ev2", Author: chat.Author{ID: "slack:U2"}, Text: "and the budget"},
 		{Thread: thread("D3"), Channel: "slack:D3", MsgID: "1700000000.000800", EventID: "Ev8", Author: chat.Author{ID: "slack:U3"}, Text: "hello there", Addressed: true, Direct: true},
 	}

@@ -52,8 +52,18 @@ type Message struct {
 	// repeated delivery carries the same one).
 	EventID string
 	Author  Author
-	Text    string
-	Files   []File
+	// Text is the message as people read it: the adapter has rewritten
+	// the platform's markup (chattext.Readable) and removed the bot's own
+	// mention. It is what the model reads.
+	Text string
+	// Original is the text as the platform sent it, stored beside Text for
+	// audit; "" when it is Text.
+	Original string
+	// Stickers are the names of the stickers sent with the message: each
+	// is written into the comment as "[sticker: name]". A message of
+	// stickers alone in a task's thread is a comment, never a request.
+	Stickers []string
+	Files    []File
 	// Addressed reports that the message is for the bot: it mentions it,
 	// or it is a direct message. A thread that is not a task yet becomes
 	// one only then.

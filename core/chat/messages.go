@@ -39,6 +39,8 @@ var texts = map[string]map[string]string{
 		"file_refused":       "I could not take the file {name}: {reason}.",
 		"file_input_broken":  "the task's input/ folder is no longer a folder of its workspace (something replaced it), so nothing was saved",
 		"file_not_saved":     "saving it in the task's input/ folder failed",
+		"sticker":            "[sticker: {name}]",
+		"slash_other":        "This app answers `{command}` only; `{other}` is not one of its commands.",
 		"empty_request":      "(The message has no text: the person only mentioned Baton or only attached files. Look at the conversation and input/ to see what they need; ask if it is unclear.)",
 	},
 	"ja": {
@@ -75,9 +77,17 @@ var texts = map[string]map[string]string{
 		"file_refused":       "ファイル {name} を受け取れませんでした: {reason}。",
 		"file_input_broken":  "タスクの input/ フォルダーがワークスペースのフォルダーではなくなっている（何かに置き換えられた）ため、保存しませんでした",
 		"file_not_saved":     "タスクの input/ フォルダーへの保存に失敗しました",
+		"sticker":            "[スタンプ: {name}]",
+		"slash_other":        "このアプリが答えるのは `{command}` だけです。`{other}` はこのアプリのコマンドではありません。",
 		"empty_request":      "（メッセージに本文がありません。Baton へのメンションだけ、またはファイルの添付だけです。やり取りと input/ を見て必要なことを判断し、不明なら質問してください。）",
 	},
 }
+
+// Say returns the bot's text key in locale, with {name} placeholders
+// filled from pairs, for the answers an adapter gives by itself (a slash
+// command that is not Baton's). An unknown locale or key falls back to
+// English, and an unknown key to "".
+func Say(locale, key string, pairs ...string) string { return say(locale, key, pairs...) }
 
 // say returns text key in locale with {name} placeholders filled from
 // pairs (name, value, name, value, …).

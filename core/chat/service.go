@@ -105,6 +105,8 @@ func (s *Service) say(key string, pairs ...string) string { return say(s.cfg.Loc
 func (s *Service) HandleMessage(ctx context.Context, m Message) (Reply, error) {
 	keys := inboundKeys(m)
 	text := s.clean(m.Text)
+	onlyStickers := text == "" && len(m.Files) == 0 && len(m.Stickers) > 0
+	text = s.withStickers(text, m.Stickers)
 	task, err := s.store.TaskByThread(ctx, m.Thread)
 	found := err == nil
 	if err != nil && !errors.Is(err, core.ErrNotFound) {
@@ -132,12 +134,15 @@ func (s *Service) HandleMessage(ctx context.Context, m Message) (Reply, error) {
 		}
 	}
 	job, refusal := s.newJob(m, text)
+	if found && onlyStickers {
+		job = nil // a reaction in sticker form, not a request
+	}
 	in := core.Inbound{
 		Keys: keys, At: s.cfg.Now(),
 		Task: core.Task{Thread: m.Thread, OwnerUser: m.Author.ID, Title: chattext.Title(text, 80)},
 		Comment: core.Comment{
 			PlatformMsgID: m.MsgID, AuthorID: m.Author.ID, AuthorName: m.Author.Name,
-			Role: core.RoleUser, Text: text, CreatedAt: s.at(m),
+			Role: core.RoleUser, Text: text, Original: s.original(m.Original), CreatedAt: s.at(m),
 		},
 		Job: job,
 	}
@@ -276,8 +281,8 @@ func (s *Service) history(ctx context.Context, m Message) []core.Comment {
 		if h.Author.Bot {
 			role = core.RoleBot
 		}
-		out = append(out, core.Comment{PlatformMsgID: h.MsgID, AuthorID: h.Author.ID,
-			AuthorName: h.Author.Name, Role: role, Text: s.clean(h.Text), CreatedAt: s.at(h)})
+		out = append(out, core.Comment{PlatformMsgID: h.MsgID, AuthorID: h.Author.ID, AuthorName: h.Author.Name, Role: role,
+			Text: s.withStickers(s.clean(h.Text), h.Stickers), Original: s.original(h.Original), CreatedAt: s.at(h)})
 	}
 	return out
 }
@@ -289,6 +294,22 @@ func (s *Service) clean(text string) string {
 	text = strings.TrimSpace(text)
 	if cut {
 		text += "\n\n" + s.say("too_long", "n", strconv.Itoa(s.cfg.MaxTextBytes))
+	}
+	return text
+}
+
+// original cleans a message's original text as clean does, without the
+// note: it is kept for audit, not read.
+func (s *Service) original(text string) string {
+	text, _ = chattext.Clean(text, s.cfg.MaxTextBytes)
+	return strings.TrimSpace(text)
+}
+
+// withStickers adds a line naming each sticker to text.
+func (s *Service) withStickers(text string, stickers []string) string {
+	for _, name := range stickers {
+		name, _ = chattext.Clean(name, 200)
+		text = strings.TrimSpace(text + "\n" + s.say("sticker", "name", strings.Join(strings.Fields(name), " ")))
 	}
 	return text
 }

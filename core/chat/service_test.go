@@ -20,6 +20,7 @@ import (
 	"github.com/baton-bot/baton/core/engine"
 	"github.com/baton-bot/baton/core/llmtest"
 	"github.com/baton-bot/baton/core/sqlite"
+	"github.com/google/go-cmp/cmp"
 )
 
 // world is the whole system in-process: the conversation service, the
@@ -663,5 +664,64 @@ func TestFailureShowsThePlainReason(t *testing.T) {
 		if text != want {
 			t.Errorf("the thread hears %q, want %q", text, want)
 		}
+	}
+}
+
+// The model reads a message as people read it, the comment keeps the
+// platform's markup for audit, and stickers alone in a task's thread are
+// a comment rather than a request.
+func TestReadableTextAndStickers(t *testing.T) {
+	w := newWorld(t, chat.Access{})
+	w.srv.Handle(func(req llmtest.Request) llmtest.Step { return llmtest.Transition("COMPLETE", "ok") })
+	_, err := w.svc.HandleMessage(context.Background(), chat.Message{
+		Thread: thread, Channel: "slack:C1", MsgID: "1700.1", Author: chat.Author{ID: "slack:U9", Name: "carol"},
+		Text: "ask @alice about #ops", Original: "<@UBATON> ask <@U1> about <#C1|ops>", Addressed: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.waitJob(core.JobSucceeded)
+	if got := w.task().Title; got != "ask @alice about #ops" {
+		t.Errorf("title = %q", got)
+	}
+	if req := w.srv.Requests()[0].Messages[1].Text(); !strings.Contains(req, "ask @alice about #ops") || strings.Contains(req, "<@U1>") {
+		t.Errorf("the model read:\n%s", req)
+	}
+
+	// Stickers alone in the thread, then stickers with words.
+	for i, m := range []chat.Message{
+		{Stickers: []string{"Wave"}},
+		{Text: "thanks!", Stickers: []string{"Party\nParrot"}},
+	} {
+		m.Thread, m.Channel, m.MsgID, m.Author = thread, "slack:C1", fmt.Sprintf("1700.%d", 2+i), chat.Author{ID: "slack:U9"}
+		if _, err := w.svc.HandleMessage(context.Background(), m); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			jobs, _ := w.store.Jobs(context.Background(), core.JobFilter{TaskID: w.task().ID})
+			if len(jobs) != 1 {
+				t.Errorf("a sticker started a job: %+v", jobs)
+			}
+		}
+	}
+	w.waitJob(core.JobSucceeded)
+	jobs, _ := w.store.Jobs(context.Background(), core.JobFilter{TaskID: w.task().ID})
+	if len(jobs) != 2 {
+		t.Errorf("%d jobs, want 2: the first request and the one with words", len(jobs))
+	}
+	cs, _ := w.store.RecentComments(context.Background(), w.task().ID, 10)
+	var got [][2]string
+	for _, c := range cs {
+		if c.Role == core.RoleUser {
+			got = append(got, [2]string{c.Text, c.Original})
+		}
+	}
+	want := [][2]string{
+		{"ask @alice about #ops", "<@UBATON> ask <@U1> about <#C1|ops>"},
+		{"[sticker: Wave]", ""},
+		{"thanks!\n[sticker: Party Parrot]", ""},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("comments (-want +got):\n%s", diff)
 	}
 }

@@ -173,13 +173,13 @@ func (s *Store) RetireThread(ctx context.Context, id int64) error {
 	return nil
 }
 
-const commentCols = `id, task_id, COALESCE(platform_msg_id, ''), author_id, author_name, role, text, files, created_at`
+const commentCols = `id, task_id, COALESCE(platform_msg_id, ''), author_id, author_name, role, text, original, files, created_at`
 
 func scanComment(r scanner) (core.Comment, error) {
 	var c core.Comment
 	var role, files string
 	var created int64
-	if err := r.Scan(&c.ID, &c.TaskID, &c.PlatformMsgID, &c.AuthorID, &c.AuthorName, &role, &c.Text, &files, &created); err != nil {
+	if err := r.Scan(&c.ID, &c.TaskID, &c.PlatformMsgID, &c.AuthorID, &c.AuthorName, &role, &c.Text, &c.Original, &files, &created); err != nil {
 		return core.Comment{}, notFound(err)
 	}
 	c.Role = core.Role(role)
@@ -221,9 +221,12 @@ func insertComment(ctx context.Context, tx *txn, c core.Comment) (core.Comment, 
 	if c.PlatformMsgID != "" {
 		msgID = c.PlatformMsgID
 	}
-	err = tx.QueryRowContext(ctx, `INSERT INTO comments (task_id, platform_msg_id, author_id, author_name, role, text, files, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
-		c.TaskID, msgID, c.AuthorID, c.AuthorName, string(c.Role), c.Text, string(b), ms(c.CreatedAt)).Scan(&c.ID)
+	if c.Original == c.Text {
+		c.Original = ""
+	}
+	err = tx.QueryRowContext(ctx, `INSERT INTO comments (task_id, platform_msg_id, author_id, author_name, role, text, original, files, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+		c.TaskID, msgID, c.AuthorID, c.AuthorName, string(c.Role), c.Text, c.Original, string(b), ms(c.CreatedAt)).Scan(&c.ID)
 	if err != nil {
 		return core.Comment{}, constraint(err)
 	}

@@ -164,6 +164,34 @@ func TestAddComment(t *testing.T) {
 	}
 }
 
+// A message's original markup is kept beside the text the model reads,
+// and not stored twice when they are the same.
+func TestCommentOriginal(t *testing.T) {
+	s := newStore(t)
+	ctx := t.Context()
+	task := newTask(t, s)
+	for _, c := range []core.Comment{
+		{TaskID: task.ID, PlatformMsgID: "m1", Text: "@alice look at #ops", Original: "<@U1> look at <#C1|ops>"},
+		{TaskID: task.ID, PlatformMsgID: "m2", Text: "plain", Original: "plain"},
+	} {
+		if _, err := s.AddComment(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cs, err := s.RecentComments(ctx, task.ID, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got [][2]string
+	for _, c := range cs {
+		got = append(got, [2]string{c.Text, c.Original})
+	}
+	want := [][2]string{{"@alice look at #ops", "<@U1> look at <#C1|ops>"}, {"plain", ""}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("stored text and original (-want +got):\n%s", diff)
+	}
+}
+
 func TestRecentComments(t *testing.T) {
 	s := newStore(t)
 	ctx := t.Context()
