@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -57,7 +58,21 @@ func textPDF(text string) string {
 // to a parser child that is the baton binary run with the hidden
 // subcommand, which help does not list.
 func TestRunReadsDocumentsInTheParserChild(t *testing.T) {
-	n := newNewcomer(t)
+	t.Run("unsandboxed", func(t *testing.T) { readsDocument(t, newNewcomer(t)) })
+	// In the sandbox the binary is handed in as an open file: the test
+	// binary lives in a directory the sandbox's user cannot enter.
+	t.Run("sandboxed", func(t *testing.T) {
+		if _, err := exec.LookPath("bwrap"); err != nil && os.Getenv("BATON_REQUIRE_BWRAP") == "" {
+			t.Skip("bubblewrap is not installed")
+		}
+		n := newNewcomer(t)
+		n.conf = writeConfig(t, "log:\n  level: warn\ntools:\n  bash:\n    sandbox: bwrap\n")
+		n.env["BATON_DATA_DIR"] = reachableDir(t)
+		readsDocument(t, n)
+	})
+}
+
+func readsDocument(t *testing.T, n *newcomer) {
 	write, err := json.Marshal(map[string]string{"path": "input/report.pdf", "content": textPDF("Revenue grew by 12 percent")})
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -162,7 +163,7 @@ func loadTools(cfg Config, sb *sandbox.Sandbox, log *slog.Logger) (*tools.Set, e
 	if err != nil {
 		return nil, fmt.Errorf("tools.bash: %w", err)
 	}
-	return tools.Builtin(bash, parser(log)), nil // the sandbox has logged why, when Bash is disabled
+	return tools.Builtin(bash, parser(sb, log)), nil // the sandbox has logged why, when Bash is disabled
 }
 
 // loadPieces loads the built-in pieces and pieces_dir, once: jobs use
@@ -189,14 +190,38 @@ func loadPieces(cfg Config, set *tools.Set, sb *sandbox.Sandbox) (*piece.Library
 }
 
 // parser is the Runner of the parser child; nil (ReadDocument disabled) when
-// this binary cannot be found to re-execute.
-func parser(log *slog.Logger) tools.Parser {
+// this binary cannot be found to re-execute. Where the sandbox works the
+// child runs in it, with no file of the host bound: the binary is handed
+// in as an open file (descriptor 3, run as /proc/self/fd/3), so that it
+// runs wherever it is installed, even in a directory the sandbox's user
+// cannot enter. Elsewhere the child runs with its own limits only.
+func parser(sb *sandbox.Sandbox, log *slog.Logger) tools.Parser {
 	exe, err := os.Executable()
 	if err != nil {
 		log.Warn("ReadDocument is disabled and ReadImage checks image headers only: the baton binary cannot be found to run the parser child", "err", err)
 		return nil
 	}
-	return &docparse.Runner{Command: docparse.Exec(exe, docparse.Subcommand), Logger: log}
+	if ok, _ := sb.Available(); !ok || !sb.Isolated() {
+		return &docparse.Runner{Command: docparse.Exec(exe, docparse.Subcommand), Logger: log}
+	}
+	bin, err := os.Open(exe) // kept open for the life of the process
+	if err != nil {
+		log.Warn("ReadDocument is disabled and ReadImage checks image headers only: the baton binary cannot be opened to run the parser child", "err", err)
+		return nil
+	}
+	// The child lowers its own address-space limit from its start size,
+	// which for a Go program is above the sandbox's default.
+	lim := sb.Limits()
+	lim.AddressSpaceBytes = max(lim.AddressSpaceBytes, 8<<30)
+	lim.CPUSeconds = 120
+	return &docparse.Runner{Logger: log, Command: func(ctx context.Context) (*exec.Cmd, error) {
+		c, err := sb.Command(ctx, sandbox.Spec{Argv: []string{"/proc/self/fd/3", docparse.Subcommand}, Limits: &lim, NoCgroup: true})
+		if err != nil {
+			return nil, err
+		}
+		c.ExtraFiles = []*os.File{bin}
+		return c.Cmd, nil
+	}}
 }
 
 // piecesOutsideWorkspaces refuses a pieces_dir at or under data_dir's

@@ -239,6 +239,9 @@ type Spec struct {
 	Env     []string // the whole environment: nothing of Baton's is passed
 	Network bool     // refused unless Network() is nil
 	Limits  *Limits  // nil: Config.Limits
+	// NoCgroup keeps the command out of a cgroup of its own, for callers
+	// that never Close it and rely on its rlimits (the parser child).
+	NoCgroup bool
 }
 
 // Cmd is a command ready to start. It runs in its own process group,
@@ -308,7 +311,7 @@ func (s *Sandbox) Command(ctx context.Context, spec Spec) (*Cmd, error) {
 	cmd.Cancel = func() error { return killGroup(cmd) }
 	cmd.WaitDelay = WaitDelay
 	c := &Cmd{Cmd: cmd}
-	if s.cgroup != nil && s.Isolated() {
+	if s.cgroup != nil && s.Isolated() && !spec.NoCgroup {
 		fd, cleanup, err := s.cgroup.child(strconv.FormatInt(s.seq.Add(1), 10), lim)
 		if err != nil {
 			s.log.Warn("cgroup limits not applied to this command", "err", err)
