@@ -240,7 +240,6 @@ func TestAttackerLeavesHostUntouched(t *testing.T) {
 	}
 }
 
-
 // treeHash lists every entry under dir with its type, mode, owner, size
 // and a hash of its content (link targets for symlinks), never following
 // a symlink.
