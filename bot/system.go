@@ -266,6 +266,11 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger, opts systemOpt
 			sys.Close()
 		}
 	}()
+	// A mistake in the configuration is reported before anything on disk
+	// is looked at or changed.
+	if err := piecesOutsideWorkspaces(cfg); err != nil {
+		return nil, err
+	}
 	if sys.store, err = openStore(ctx, cfg, log); err != nil {
 		return nil, err
 	}
