@@ -33,6 +33,10 @@ type movement struct {
 	msgs  []llm.Message
 	meta  []msgMeta // parallel to msgs
 	meter *meter
+	// record is every message of the movement in order, as it was first
+	// added: masking and compaction change msgs, never record. It is what
+	// the movement log holds.
+	record []llm.Message
 
 	results     int  // tool results so far, numbering them
 	compactions int  // compactions so far
@@ -69,7 +73,9 @@ func (pr *pieceRun) runMovement(ctx context.Context, mv *piece.Movement, system,
 	m.meter.factor = m.meter.corr.current()
 	m.add(llm.Message{Role: llm.RoleSystem, Content: system})
 	m.add(llm.Message{Role: llm.RoleUser, Content: user})
-	defer pr.writeMovementLog(mv.Name, m.msgs)
+	// A closure, so that the log gets the messages as they stand when
+	// the movement ends, not the two prompts of its start.
+	defer func() { pr.writeMovementLog(mv.Name, m.record) }()
 	return m.loop(ctx)
 }
 
@@ -87,6 +93,7 @@ func (m *movement) addMeta(msg llm.Message, md msgMeta) {
 	m.msgs = append(m.msgs, msg)
 	m.meta = append(m.meta, md)
 	m.meter.appended(msg)
+	m.record = append(m.record, msg)
 }
 
 // model returns the model the movement's requests name.
