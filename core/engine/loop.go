@@ -288,11 +288,13 @@ func (m *movement) callTool(ctx context.Context, call llm.ToolCall) (tools.Resul
 		return tools.Result{IsError: true, Text: e.text.fill("bad_arguments", map[string]string{"err": err.Error()})}, false, nil
 	}
 	env := &tools.Env{
-		WS:      pr.ws,
-		Budget:  tools.Budget(e.cfg.ContextWindow, m.meter.used(), e.cfg.MaxOutputTokens, e.cfg.ToolResultMaxTokens),
-		Network: m.mv.Network,
-		Tokens:  e.tokens,
-		Logger:  pr.log,
+		WS: pr.ws,
+		// The ladder counts the model's tokens (the tokenizer's, corrected);
+		// the tool counts with the tokenizer.
+		TokenizerBudget: tools.Budget(m.meter.window, m.meter.used(), e.cfg.MaxOutputTokens, e.cfg.ToolResultMaxTokens, m.meter.factor),
+		Network:         m.mv.Network,
+		Tokens:          e.tokens,
+		Logger:          pr.log,
 	}
 	effect := tools.EffectOf(t)
 	limits := workspace.Call{Deletes: effect == tools.RunsCommands}

@@ -155,7 +155,9 @@ func (m *meter) responded(u llm.Usage) {
 	}
 }
 
-// used returns the tokens the next request will hold.
+// used returns the tokens the next request will hold, in the model's
+// tokens: the provider's report, and the tokenizer's counts scaled by the
+// correction. Everything the ladder compares is in these units.
 func (m *meter) used() int {
 	if m.reported {
 		return m.lastP + m.lastC + m.scale(m.sinceLast)
