@@ -190,16 +190,16 @@ func (m *meter) ratio() float64 {
 	return float64(m.used()) / float64(m.window)
 }
 
-// check returns the levels newly reached, lowest first; each level fires
-// at most once per movement.
-func (m *meter) check(lv Levels) []level {
+// check returns the levels up to top newly reached, lowest first; each
+// level fires at most once per movement.
+func (m *meter) check(lv Levels, top level) []level {
 	r := m.ratio()
 	var out []level
 	for _, x := range []struct {
 		l level
 		t float64
 	}{{levelWarn, lv.Warn}, {levelPrompt, lv.Prompt}, {levelForce, lv.Force}, {levelExhausted, lv.Exhausted}} {
-		if r >= x.t && !m.fired[x.l] {
+		if x.l <= top && r >= x.t && !m.fired[x.l] {
 			m.fired[x.l] = true
 			out = append(out, x.l)
 		}
