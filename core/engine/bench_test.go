@@ -61,7 +61,7 @@ func BenchmarkTurnOverhead(b *testing.B) {
 		add(assistant)
 		m.responded(llm.Usage{PromptTokens: 100_000, CompletionTokens: 20, Reported: true})
 		add(llm.Message{Role: llm.RoleTool, ToolCallID: "next", Name: "Read", Content: chunk()})
-		_ = m.check(levels)
+		_ = m.check(levels, levelExhausted)
 		body, err := client.Encode(llm.Request{Messages: msgs, Tools: defs, MaxTokens: 4096, ToolChoice: llm.ToolChoiceAuto})
 		if err != nil {
 			b.Fatal(err)

@@ -136,7 +136,7 @@ func (m *movement) compact(ctx context.Context) error {
 	m.compactions++
 	n := m.compactions
 	before := m.meter.used()
-	transcript := pr.writeLog(fmt.Sprintf("job%d-%02d-%s-part%d.jsonl", pr.job.ID, pr.job.MovementCount+1, m.mv.Name, n), m.msgs)
+	transcript := pr.writeLog(m.mv.Name, fmt.Sprintf("job%d-%02d-%s-part%d.jsonl", pr.job.ID, pr.job.MovementCount+1, m.mv.Name, n), m.msgs)
 	summary, dropped, err := m.summarise(ctx)
 	if err != nil {
 		var fe *failure
@@ -156,9 +156,11 @@ func (m *movement) compact(ctx context.Context) error {
 			b.keep(m, i)
 		}
 	}
-	b.add(llm.Message{Role: llm.RoleUser, Content: e.text.fill("compacted", map[string]string{
+	compacted := llm.Message{Role: llm.RoleUser, Content: e.text.fill("compacted", map[string]string{
 		"n": strconv.Itoa(n), "path": transcript, "summary": summary,
-	})}, msgMeta{kind: kindOther})
+	})}
+	b.add(compacted, msgMeta{kind: kindOther})
+	m.record = append(m.record, compacted)
 	m.lastPairs(&b, c.KeepPairs)
 	m.msgs, m.meta = b.msgs, b.meta
 	m.meter.restart(b.msgs, b.counts)

@@ -149,12 +149,12 @@ type Config struct {
 	Location            *time.Location // for the date-time block (time.Local)
 	Model               string         // the model requests name unless a movement overrides it
 	DefaultPiece        string         // piece of subtasks that name none ("chat")
-	ContextWindow       int            // tokens (128,000)
-	MaxOutputTokens     int            // per completion (4,096)
+	ContextWindow       int            // the model's tokens (128,000), as the ladder counts them
+	MaxOutputTokens     int            // per completion, the model's tokens (4,096)
 	MaxTokensPerJob     int64          // prompt + completion tokens; 0: unlimited
 	Levels              Levels
 	Compaction          Compaction
-	ToolResultMaxTokens int   // ceiling of one tool result (60,000)
+	ToolResultMaxTokens int   // ceiling of one tool result, the model's tokens (60,000)
 	ReminderAfter       int   // text-only replies before a reminder (1)
 	MovementLogBytes    int64 // cap of each movement's log under logs/ (2 MiB)
 	WorkspaceRoot       string

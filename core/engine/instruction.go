@@ -21,6 +21,38 @@ const (
 	listedFiles      = 50   // per directory
 )
 
+// limits are the caps of the enriched instruction's parts: the note's
+// (noteLimits), or shorter ones when a movement's first request does not
+// fit the window.
+type limits struct {
+	comments         int // comments shown
+	commentRunes     int // per comment
+	instructionRunes int // the request itself
+	previousRunes    int // the previous job's answer
+	files            int // listed per directory
+}
+
+// noteLimits are the caps of SPEC §7.1.
+var noteLimits = limits{
+	comments: recentComments, commentRunes: commentRunes, instructionRunes: instructionRunes,
+	previousRunes: previousAnswerRunes, files: listedFiles,
+}
+
+// maxShrink is how many times a first request that does not fit may be
+// rebuilt with its caps halved: at the last, the request keeps 500
+// characters and the comments 31.
+const maxShrink = 4
+
+// shrunk returns l with each cap halved k times, keeping at least one
+// comment and a few listed files.
+func (l limits) shrunk(k int) limits {
+	d := 1 << k
+	return limits{
+		comments: max(l.comments/d, 1), commentRunes: max(l.commentRunes/d, 20), instructionRunes: max(l.instructionRunes/d, 200),
+		previousRunes: max(l.previousRunes/d, 100), files: max(l.files/d, 3),
+	}
+}
+
 type commentLine struct{ At, Who, Text string }
 
 type fileLine struct{ Name, Size string }
@@ -49,10 +81,10 @@ const previousAnswerRunes = 2000
 // the last five comments of the task (people's messages and the bot's
 // questions and answers, not `!` commands nor the comment that is this job's
 // request), the input/ and output/ listings, and the request. Nothing else:
-// older comments, earlier movements and logs/ stay out.
-func (e *Engine) enriched(ctx context.Context, task core.Task, j core.Job, ws *workspace.Workspace) (string, error) {
+// older comments, earlier movements and logs/ stay out. lim caps the parts.
+func (e *Engine) enriched(ctx context.Context, task core.Task, j core.Job, ws *workspace.Workspace, lim limits) (string, error) {
 	now := e.cfg.Now().In(e.cfg.Location)
-	data := instructionData{Now: e.formatNow(now), CommentLimit: commentRunes}
+	data := instructionData{Now: e.formatNow(now), CommentLimit: lim.commentRunes}
 
 	// Fetch more than five: commands and the request itself are skipped.
 	recent, err := e.store.RecentComments(ctx, task.ID, 4*recentComments)
@@ -62,7 +94,7 @@ func (e *Engine) enriched(ctx context.Context, task core.Task, j core.Job, ws *w
 	request := strings.TrimSpace(j.Instruction)
 	skippedRequest := false
 	var kept []core.Comment
-	for i := len(recent) - 1; i >= 0 && len(kept) < recentComments; i-- {
+	for i := len(recent) - 1; i >= 0 && len(kept) < lim.comments; i-- {
 		c := recent[i]
 		text := strings.TrimSpace(c.Text)
 		if c.Role == core.RoleUser && strings.HasPrefix(text, "!") {
@@ -86,7 +118,7 @@ func (e *Engine) enriched(ctx context.Context, task core.Task, j core.Job, ws *w
 		data.Comments = append(data.Comments, commentLine{
 			At:   c.CreatedAt.In(e.cfg.Location).Format("2006-01-02 15:04"),
 			Who:  who,
-			Text: e.cut(c.Text, commentRunes),
+			Text: e.cut(c.Text, lim.commentRunes),
 		})
 	}
 
@@ -95,11 +127,11 @@ func (e *Engine) enriched(ctx context.Context, task core.Task, j core.Job, ws *w
 		return "", fmt.Errorf("previous jobs of task %d: %w", task.ID, err)
 	}
 	if len(prev) > 0 && prev[0].ID != j.ID && strings.TrimSpace(prev[0].ResultSummary) != "" {
-		data.PreviousAnswer = e.cut(prev[0].ResultSummary, previousAnswerRunes)
+		data.PreviousAnswer = e.cut(prev[0].ResultSummary, lim.previousRunes)
 	}
 
 	for _, dir := range []string{"input", "output"} {
-		files, more, err := ws.Files(dir, listedFiles)
+		files, more, err := ws.Files(dir, lim.files)
 		if errors.Is(err, workspace.ErrOutside) {
 			// The agent replaced the folder with a link out; its tools say
 			// so when used, and the job goes on.
@@ -114,20 +146,20 @@ func (e *Engine) enriched(ctx context.Context, task core.Task, j core.Job, ws *w
 		data.Dirs = append(data.Dirs, d)
 	}
 
-	data.Instruction, err = e.request(j, ws)
+	data.Instruction, err = e.request(j, ws, lim.instructionRunes)
 	if err != nil {
 		return "", err
 	}
 	return execute(e.text.instruction, data)
 }
 
-// request returns the job's instruction, cut at instructionRunes with the
+// request returns the job's instruction, cut at limit runes with the
 // full text saved to input/ (or said to be unsaved when input/ is not a
 // folder of the workspace).
-func (e *Engine) request(j core.Job, ws *workspace.Workspace) (string, error) {
+func (e *Engine) request(j core.Job, ws *workspace.Workspace, limit int) (string, error) {
 	text := strings.ToValidUTF8(j.Instruction, "\uFFFD")
 	n := utf8.RuneCountInString(text)
-	if n <= instructionRunes {
+	if n <= limit {
 		return text, nil
 	}
 	rel := fmt.Sprintf("input/request-%d.txt", j.ID)
@@ -137,14 +169,14 @@ func (e *Engine) request(j core.Job, ws *workspace.Workspace) (string, error) {
 	if err := ws.WriteFile(rel, []byte(text)); errors.Is(err, workspace.ErrOutside) {
 		// input/ was replaced with a link out: the job goes on with the cut.
 		e.cfg.Logger.Warn("the full request cannot be saved", "job", j.ID, "err", err)
-		return prefixRunes(text, instructionRunes) + e.text.fill("instruction_cut_unsaved", map[string]string{
-			"limit": strconv.Itoa(instructionRunes), "n": strconv.Itoa(n),
+		return prefixRunes(text, limit) + e.text.fill("instruction_cut_unsaved", map[string]string{
+			"limit": strconv.Itoa(limit), "n": strconv.Itoa(n),
 		}), nil
 	} else if err != nil {
 		return "", fmt.Errorf("save the full request: %w", err)
 	}
-	return prefixRunes(text, instructionRunes) + e.text.fill("instruction_cut", map[string]string{
-		"limit": strconv.Itoa(instructionRunes), "n": strconv.Itoa(n), "path": rel,
+	return prefixRunes(text, limit) + e.text.fill("instruction_cut", map[string]string{
+		"limit": strconv.Itoa(limit), "n": strconv.Itoa(n), "path": rel,
 	}), nil
 }
 
@@ -197,4 +229,23 @@ func humanSize(n int64) string {
 	default:
 		return fmt.Sprintf("%.1f GB", float64(n)/(1024*1024*1024))
 	}
+}
+
+// groupDigits formats n with a comma between groups of three digits
+// (128,000), as the failure reasons people read show token counts.
+func groupDigits(n int) string {
+	s := strconv.Itoa(n)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	if neg {
+		b.WriteByte('-')
+	}
+	for i, r := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }

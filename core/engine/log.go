@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -19,23 +20,36 @@ type loggedMessage struct {
 	Name       string         `json:"name,omitempty"`
 }
 
-// writeMovementLog writes a movement's messages to
+// writeMovementLog writes every message of a movement, in order, to
 // logs/movements/job<id>-<n>-<movement>.jsonl, capped at MovementLogBytes,
 // for debugging. It is never read back into a prompt.
 func (pr *pieceRun) writeMovementLog(movement string, msgs []llm.Message) {
-	pr.writeLog(fmt.Sprintf("job%d-%02d-%s.jsonl", pr.job.ID, pr.job.MovementCount+1, movement), msgs)
+	pr.writeLog(movement, fmt.Sprintf("job%d-%02d-%s.jsonl", pr.job.ID, pr.job.MovementCount+1, movement), msgs)
 }
 
-// writeLog writes msgs to logs/movements/name, capped at
-// MovementLogBytes, and returns its path in the workspace.
-func (pr *pieceRun) writeLog(name string, msgs []llm.Message) string {
+// writeLog writes msgs of movement to logs/movements/name, capped at
+// MovementLogBytes, and returns its path in the workspace. A log that
+// cannot be written does not stop the job: the error is logged with the
+// job and the movement.
+func (pr *pieceRun) writeLog(movement, name string, msgs []llm.Message) string {
 	rel := "logs/movements/" + name
-	f, err := pr.ws.OpenLog(rel, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
-	if err != nil {
-		pr.log.Warn("movement log", "err", err)
-		return rel
+	if err := pr.writeLogFile(name, msgs); err != nil {
+		pr.log.Warn("writing a movement log failed", "movement", movement, "log", rel, "err", err)
 	}
-	defer f.Close()
+	return rel
+}
+
+func (pr *pieceRun) writeLogFile(name string, msgs []llm.Message) (err error) {
+	f, err := pr.ws.OpenLog("logs/movements/"+name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	w := bufio.NewWriter(f)
 	limit := pr.e.cfg.MovementLogBytes
 	var written int64
 	for _, m := range msgs {
@@ -47,14 +61,20 @@ func (pr *pieceRun) writeLog(name string, msgs []llm.Message) string {
 				lm.Parts = append(lm.Parts, p.Text)
 			}
 		}
-		line, _ := json.Marshal(lm)
+		line, err := json.Marshal(lm)
+		if err != nil {
+			return err
+		}
 		line = append(line, '\n')
 		if written+int64(len(line)) > limit {
-			fmt.Fprintf(f, "{\"note\":\"log cut at %d bytes\"}\n", limit)
-			return rel
+			fmt.Fprintf(w, "{\"note\":\"log cut at %d bytes\"}\n", limit)
+			break
 		}
-		n, _ := f.Write(line)
+		n, err := w.Write(line)
+		if err != nil {
+			return err
+		}
 		written += int64(n)
 	}
-	return rel
+	return w.Flush()
 }

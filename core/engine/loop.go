@@ -33,15 +33,21 @@ type movement struct {
 	msgs  []llm.Message
 	meta  []msgMeta // parallel to msgs
 	meter *meter
+	// record is every message of the movement in order, as it was first
+	// added: masking and compaction change msgs, never record. It is what
+	// the movement log holds.
+	record []llm.Message
 
 	results     int  // tool results so far, numbering them
 	compactions int  // compactions so far
 	compactOff  bool // compaction gave up for this movement
+	called      bool // the model has answered a request of this movement
 }
 
 // runMovement runs mv from its system and user prompts until a transition,
-// chosen or forced.
-func (pr *pieceRun) runMovement(ctx context.Context, mv *piece.Movement, system, user string) (outcome, error) {
+// chosen or forced. prompts renders them; shrink > 0 asks for them with the
+// enriched instruction's parts cut shorter (see fit).
+func (pr *pieceRun) runMovement(ctx context.Context, mv *piece.Movement, prompts func(shrink int) (system, user string, err error)) (outcome, error) {
 	m := &movement{pr: pr, mv: mv, tools: map[string]tools.Tool{}}
 	for _, n := range mv.Next {
 		// A subtask's job cannot wait for subtasks of its own.
@@ -67,10 +73,69 @@ func (pr *pieceRun) runMovement(ctx context.Context, mv *piece.Movement, system,
 	m.meter = newMeter(pr.e.cfg.ContextWindow, pr.e.tokens, pr.e.defs.count(m.defs))
 	m.meter.corr = pr.e.corr.forModel(m.model())
 	m.meter.factor = m.meter.corr.current()
+	system, user, err := prompts(0)
+	if err != nil {
+		return outcome{}, err
+	}
+	m.start(system, user)
+	// A closure, so that the log gets the messages as they stand when
+	// the movement ends, not the two prompts of its start.
+	defer func() { pr.writeMovementLog(mv.Name, m.record) }()
+	if err := m.fit(ctx, prompts); err != nil {
+		return outcome{}, err
+	}
+	return m.loop(ctx)
+}
+
+// start sets the movement's conversation to its system and first user
+// prompt.
+func (m *movement) start(system, user string) {
+	m.msgs, m.meta, m.record = m.msgs[:0], m.meta[:0], m.record[:0]
+	m.meter.restart(nil, nil)
 	m.add(llm.Message{Role: llm.RoleSystem, Content: system})
 	m.add(llm.Message{Role: llm.RoleUser, Content: user})
-	defer pr.writeMovementLog(mv.Name, m.msgs)
-	return m.loop(ctx)
+}
+
+// fit makes sure the movement's first request fits the window, with room
+// for the reply, before the model is called. With compaction on, a first
+// request at or over the compaction threshold — where there is nothing to
+// summarise yet — is rebuilt with the enriched instruction's parts cut
+// shorter, their caps halved up to maxShrink times, until it is under the
+// compaction target. A request that still cannot fit fails the job with a
+// reason naming its size and the window: sending it would only fail, and
+// forcing a transition without a model call would pass off no work as an
+// outcome.
+func (m *movement) fit(ctx context.Context, prompts func(int) (string, string, error)) error {
+	pr, e := m.pr, m.pr.e
+	window, reply := m.meter.window, e.cfg.MaxOutputTokens
+	fits := func() bool { return m.meter.used()+reply <= window }
+	shrunk := 0
+	if c := e.cfg.Compaction; c.Enabled && (m.meter.ratio() >= c.Compact || !fits()) {
+		before := m.meter.used()
+		for shrunk < maxShrink && (m.meter.ratio() > c.Target || !fits()) {
+			shrunk++
+			system, user, err := prompts(shrunk)
+			if err != nil {
+				return err
+			}
+			m.start(system, user)
+		}
+		if e.cfg.Meter != nil {
+			e.cfg.Meter.ContextLevel("shrunk")
+		}
+		_ = pr.event(ctx, "context_shrunk", m.mv.Name, fmt.Sprintf("first request with the enriched instruction's caps cut to 1/%d: %s → %s of %d tokens",
+			1<<shrunk, pct(before, window), pct(m.meter.used(), window), window))
+	}
+	if fits() {
+		return nil
+	}
+	key := "request_too_large"
+	if shrunk > 0 {
+		key = "request_too_large_shrunk"
+	}
+	return &failure{reason: e.text.fill(key, map[string]string{
+		"movement": m.mv.Name, "need": groupDigits(m.meter.used()), "reply": groupDigits(reply), "window": groupDigits(window),
+	})}
 }
 
 // add appends msg to the movement's conversation.
@@ -87,6 +152,7 @@ func (m *movement) addMeta(msg llm.Message, md msgMeta) {
 	m.msgs = append(m.msgs, msg)
 	m.meta = append(m.meta, md)
 	m.meter.appended(msg)
+	m.record = append(m.record, msg)
 }
 
 // model returns the model the movement's requests name.
@@ -131,6 +197,7 @@ func (m *movement) loop(ctx context.Context) (outcome, error) {
 			}
 			return outcome{}, &failure{reason: fmt.Sprintf(e.text.msg("model_failed"), plainError(err))}
 		}
+		m.called = true
 		if err := pr.addUsage(ctx, m.mv.Name, resp.Usage, m.meter.used()); err != nil {
 			return outcome{}, err
 		}
@@ -203,12 +270,15 @@ func (m *movement) loop(ctx context.Context) (outcome, error) {
 // on, masking and compaction go first and lower the ratio, so that the
 // note's ladder — warn, the wrap-up prompt, the forced transition — is
 // reached only when they could not help; with compaction off the ladder is
-// the note's, exactly. stop reports the forced outcome when the window is
-// too full to go on; err ends the attempt (the context ended, the token
-// budget spent while summarising).
+// the note's, exactly. The forced transition waits until the model has
+// answered once in the movement (fit has made sure the first request
+// fits): a movement is never ended before its model was asked. stop
+// reports the forced outcome when the window is too full to go on; err
+// ends the attempt (the context ended, the token budget spent while
+// summarising).
 func (m *movement) checkContext(ctx context.Context, lastText string) (out outcome, stop bool, err error) {
 	e := m.pr.e
-	if c := e.cfg.Compaction; c.Enabled {
+	if c := e.cfg.Compaction; c.Enabled && m.called {
 		m.mask(ctx)
 		if !m.compactOff && m.compactions < c.MaxPerMovement && m.meter.ratio() >= c.Compact {
 			if err := m.compact(ctx); err != nil {
@@ -217,10 +287,14 @@ func (m *movement) checkContext(ctx context.Context, lastText string) (out outco
 		}
 	}
 	ratio := m.meter.ratio()
-	for _, l := range m.meter.check(e.cfg.Levels) {
+	top := levelExhausted
+	if !m.called {
+		top = levelPrompt
+	}
+	for _, l := range m.meter.check(e.cfg.Levels, top) {
 		m.reached(ctx, l, ratio)
 	}
-	if m.meter.fired[levelForce] {
+	if m.called && m.meter.fired[levelForce] {
 		return m.forced(lastText, e.text.fill("forced_context", map[string]string{"pct": strconv.Itoa(int(ratio * 100))})), true, nil
 	}
 	return outcome{}, false, nil
@@ -281,11 +355,13 @@ func (m *movement) callTool(ctx context.Context, call llm.ToolCall) (tools.Resul
 		return tools.Result{IsError: true, Text: e.text.fill("bad_arguments", map[string]string{"err": err.Error()})}, false, nil
 	}
 	env := &tools.Env{
-		WS:      pr.ws,
-		Budget:  tools.Budget(e.cfg.ContextWindow, m.meter.used(), e.cfg.MaxOutputTokens, e.cfg.ToolResultMaxTokens),
-		Network: m.mv.Network,
-		Tokens:  e.tokens,
-		Logger:  pr.log,
+		WS: pr.ws,
+		// The ladder counts the model's tokens (the tokenizer's, corrected);
+		// the tool counts with the tokenizer.
+		TokenizerBudget: tools.Budget(m.meter.window, m.meter.used(), e.cfg.MaxOutputTokens, e.cfg.ToolResultMaxTokens, m.meter.factor),
+		Network:         m.mv.Network,
+		Tokens:          e.tokens,
+		Logger:          pr.log,
 	}
 	effect := tools.EffectOf(t)
 	limits := workspace.Call{Deletes: effect == tools.RunsCommands}

@@ -155,7 +155,9 @@ func (m *meter) responded(u llm.Usage) {
 	}
 }
 
-// used returns the tokens the next request will hold.
+// used returns the tokens the next request will hold, in the model's
+// tokens: the provider's report, and the tokenizer's counts scaled by the
+// correction. Everything the ladder compares is in these units.
 func (m *meter) used() int {
 	if m.reported {
 		return m.lastP + m.lastC + m.scale(m.sinceLast)
@@ -188,16 +190,16 @@ func (m *meter) ratio() float64 {
 	return float64(m.used()) / float64(m.window)
 }
 
-// check returns the levels newly reached, lowest first; each level fires
-// at most once per movement.
-func (m *meter) check(lv Levels) []level {
+// check returns the levels up to top newly reached, lowest first; each
+// level fires at most once per movement.
+func (m *meter) check(lv Levels, top level) []level {
 	r := m.ratio()
 	var out []level
 	for _, x := range []struct {
 		l level
 		t float64
 	}{{levelWarn, lv.Warn}, {levelPrompt, lv.Prompt}, {levelForce, lv.Force}, {levelExhausted, lv.Exhausted}} {
-		if r >= x.t && !m.fired[x.l] {
+		if x.l <= top && r >= x.t && !m.fired[x.l] {
 			m.fired[x.l] = true
 			out = append(out, x.l)
 		}

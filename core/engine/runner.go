@@ -112,7 +112,7 @@ func (pr *pieceRun) run(ctx context.Context) (core.Finish, error) {
 	if last, err := e.store.RecentComments(ctx, pr.task.ID, 1); err == nil && len(last) > 0 {
 		pr.seen = last[0].ID
 	}
-	enriched, err := e.enriched(ctx, pr.task, *j, pr.ws)
+	enriched, err := e.enriched(ctx, pr.task, *j, pr.ws, noteLimits)
 	if err != nil {
 		return core.Finish{}, err
 	}
@@ -137,18 +137,27 @@ func (pr *pieceRun) run(ctx context.Context) (core.Finish, error) {
 		pending = nil
 		pr.observe(ctx)
 
-		system, user, err := pr.prompts(ctx, mv, enriched, resumedFromSubtasks)
+		// The movement's first prompts; shrink > 0 rebuilds them with the
+		// enriched instruction's caps halved that many times, for a first
+		// request that does not fit the window.
+		prompts := func(shrink int) (string, string, error) {
+			text := enriched
+			if shrink > 0 {
+				var err error
+				if text, err = e.enriched(ctx, pr.task, *j, pr.ws, noteLimits.shrunk(shrink)); err != nil {
+					return "", "", err
+				}
+			}
+			return pr.prompts(ctx, mv, text, resumedFromSubtasks)
+		}
+
+		begun := time.Now()
+		out, err := pr.runMovement(ctx, mv, prompts)
 		if err != nil {
 			return core.Finish{}, err
 		}
 		resumedFromSubtasks = false
 		pr.state.Git = ""
-
-		begun := time.Now()
-		out, err := pr.runMovement(ctx, mv, system, user)
-		if err != nil {
-			return core.Finish{}, err
-		}
 		if e.cfg.Meter != nil {
 			e.cfg.Meter.Movement(pr.piece.Name, name, time.Since(begun))
 		}

@@ -100,8 +100,8 @@ func TestBashHugeOutput(t *testing.T) {
 	res := call(t, b, env, obj{"command": "yes | head -c 1000000000; echo; echo THE-END", "timeout_s": 300})
 	runtime.ReadMemStats(&after)
 	got := ok(t, res)
-	if n := env.Tokens.Count(got); n > env.Budget {
-		t.Fatalf("result %d tokens, budget %d", n, env.Budget)
+	if n := env.Tokens.Count(got); n > env.TokenizerBudget {
+		t.Fatalf("result %d tokens, budget %d", n, env.TokenizerBudget)
 	}
 	if !strings.HasPrefix(got, "y\ny\n") || !strings.Contains(got, "THE-END\n[exit code 0]") {
 		t.Errorf("want head, tail and exit code: %q … %q", got[:20], got[len(got)-60:])

@@ -89,8 +89,8 @@ func TestReadCutOnLines(t *testing.T) {
 	for next <= n {
 		pages++
 		got := ok(t, call(t, Read{}, env, obj{"path": "input/long.txt", "offset": next, "limit": n}))
-		if c := env.Tokens.Count(got); c > env.Budget {
-			t.Fatalf("page %d has %d tokens, budget %d", pages, c, env.Budget)
+		if c := env.Tokens.Count(got); c > env.TokenizerBudget {
+			t.Fatalf("page %d has %d tokens, budget %d", pages, c, env.TokenizerBudget)
 		}
 		body := got
 		if m := offsetHint.FindStringSubmatch(got); m != nil {
@@ -132,8 +132,8 @@ func TestReadCutInsideLine(t *testing.T) {
 			t.Fatal("no progress")
 		}
 		res := ok(t, call(t, Read{}, env, obj{"path": "input/one.json", "byte_offset": off}))
-		if c := env.Tokens.Count(res); c > env.Budget {
-			t.Fatalf("%d tokens, budget %d", c, env.Budget)
+		if c := env.Tokens.Count(res); c > env.TokenizerBudget {
+			t.Fatalf("%d tokens, budget %d", c, env.TokenizerBudget)
 		}
 		_, text, _ := strings.Cut(res, "\t") // drop the line number
 		m := byteHint.FindStringSubmatch(res)
@@ -234,7 +234,7 @@ func TestGlob(t *testing.T) {
 		for i := range maxGlobResults + 25 {
 			put(t, env, fmt.Sprintf("input/many/%04d.txt", i), nil)
 		}
-		env.Budget = 20000
+		env.TokenizerBudget = 20000
 		got := ok(t, call(t, Glob{}, env, obj{"pattern": "input/many/*.txt"}))
 		lines := strings.Split(got, "\n")
 		if len(lines) != maxGlobResults+1 || lines[0] != "input/many/0000.txt" || !strings.Contains(got, "and 25 more") {

@@ -28,7 +28,7 @@ func newEnv(tb testing.TB) *Env {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return &Env{WS: ws, Budget: MinBudget, Tokens: tokens.Default()}
+	return &Env{WS: ws, TokenizerBudget: MinBudget, Tokens: tokens.Default()}
 }
 
 // put writes a file into the workspace.

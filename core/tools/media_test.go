@@ -137,8 +137,8 @@ func TestReadDocumentCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := ok(t, call(t, ReadDocument{Parser: testParser(t)}, env, obj{"path": "input/big.xlsx"}))
-	if n := env.Tokens.Count(got); n > env.Budget {
-		t.Fatalf("%d tokens over budget %d", n, env.Budget)
+	if n := env.Tokens.Count(got); n > env.TokenizerBudget {
+		t.Fatalf("%d tokens over budget %d", n, env.TokenizerBudget)
 	}
 	m := offsetHint.FindStringSubmatch(got)
 	if m == nil || !strings.Contains(got, "logs/documents/input_big.xlsx.txt") {

@@ -39,16 +39,22 @@ type Tool interface {
 // Env is what one call runs against. The caller builds it per call.
 type Env struct {
 	WS *workspace.Workspace
-	// Budget is the most tokens this result may take (see Budget); values
-	// below MinBudget are raised to it.
-	Budget int
+	// TokenizerBudget is the most tokens this result may take, counted
+	// with Tokens — the offline tokenizer's units, not the model's: Budget
+	// converts. Zero or less stands for MinBudget.
+	TokenizerBudget int
 	// Network lets Bash reach the network (the movement's network: true).
 	Network bool
 	Tokens  tokens.Counter
 	Logger  *slog.Logger
 }
 
-func (e *Env) budget() int { return max(e.Budget, MinBudget) }
+func (e *Env) budget() int {
+	if e.TokenizerBudget <= 0 {
+		return MinBudget
+	}
+	return e.TokenizerBudget
+}
 
 func (e *Env) counter() tokens.Counter {
 	if e.Tokens == nil {
@@ -86,24 +92,37 @@ func failure(tool string, err error) Result {
 	return Result{Text: tool + ": " + err.Error(), IsError: true}
 }
 
-// Token budget limits (SPEC §8).
+// Token budget limits (SPEC §8), in the model's tokens.
 const (
-	// MinBudget is the floor of a tool result's budget.
+	// MinBudget is the floor of a tool result's budget, unless half of
+	// the window's room is less.
 	MinBudget = 2000
 	// DefaultMaxResultTokens is context.tool_result_max_tokens's default.
 	DefaultMaxResultTokens = 60000
 )
 
-// Budget returns how many tokens one tool result may take: half of what is
-// left of the context window once the current conversation and the reply
-// are reserved, at most maxResultTokens (DefaultMaxResultTokens when <= 0),
-// and at least MinBudget.
-func Budget(contextWindow, currentTokens, maxOutputTokens, maxResultTokens int) int {
-	if maxResultTokens <= 0 {
-		maxResultTokens = DefaultMaxResultTokens
+// Budget returns how many tokenizer tokens (counted with Env.Tokens) one
+// tool result may take, for Env.TokenizerBudget. Its other numbers are in
+// the model's tokens, the context ladder's units: the window, the tokens
+// the conversation holds now, the reply's reservation and the ceiling of
+// one result (DefaultMaxResultTokens when <= 0); modelPerTokenizer is how
+// many model tokens one tokenizer token makes (the correction learned from
+// reported usage; 1 when <= 0). The budget is half of what is left once
+// the conversation and the reply are reserved, at most maxResultModel, at
+// least MinBudget — but never more than half of the window's room, so that
+// one result cannot take more than half of what the ladder sees left. It is
+// at least 1.
+func Budget(windowModel, usedModel, maxOutputModel, maxResultModel int, modelPerTokenizer float64) (tokenizerTokens int) {
+	if maxResultModel <= 0 {
+		maxResultModel = DefaultMaxResultTokens
 	}
-	available := contextWindow - currentTokens - maxOutputTokens
-	return max(min(available/2, maxResultTokens), MinBudget)
+	if modelPerTokenizer <= 0 {
+		modelPerTokenizer = 1
+	}
+	available := windowModel - usedModel - maxOutputModel
+	model := max(min(available/2, maxResultModel), MinBudget)
+	model = min(model, (windowModel-usedModel)/2)
+	return max(int(float64(model)/modelPerTokenizer), 1)
 }
 
 // Safe calls t and turns a panic into an error result; it also refuses a

@@ -12,17 +12,27 @@ func TestBudget(t *testing.T) {
 	tests := []struct {
 		name                     string
 		window, cur, out, maxRes int
+		factor                   float64
 		want                     int
 	}{
-		{"half of available", 100000, 20000, 4000, 60000, 38000},
-		{"capped", 400000, 0, 0, 60000, 60000},
-		{"default cap", 400000, 0, 0, 0, DefaultMaxResultTokens},
-		{"floor", 100000, 95000, 4000, 60000, MinBudget},
-		{"over the window", 100000, 120000, 4000, 60000, MinBudget},
+		{"half of available", 100000, 20000, 4000, 60000, 1, 38000},
+		{"capped", 400000, 0, 0, 60000, 1, 60000},
+		{"default cap", 400000, 0, 0, 0, 1, DefaultMaxResultTokens},
+		{"no factor is 1", 100000, 20000, 4000, 60000, 0, 38000},
+		{"floor", 100000, 95000, 4000, 60000, 1, MinBudget},
+		{"the floor gives way to half the room", 100000, 97000, 4000, 60000, 1, 1500},
+		{"over the window", 100000, 120000, 4000, 60000, 1, 1},
+		// The model counts twice the tokenizer's tokens: the budget in
+		// tokenizer tokens is half, so that the result takes as much of
+		// the window as the ladder allows, not twice as much.
+		{"corrected", 100000, 20000, 4000, 60000, 2, 19000},
+		{"corrected cap", 400000, 0, 0, 60000, 2, 30000},
+		{"corrected floor", 100000, 95000, 4000, 60000, 2, MinBudget / 2},
+		{"model counts fewer", 100000, 20000, 4000, 60000, 0.5, 76000},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := Budget(tt.window, tt.cur, tt.out, tt.maxRes); got != tt.want {
+			if got := Budget(tt.window, tt.cur, tt.out, tt.maxRes, tt.factor); got != tt.want {
 				t.Errorf("Budget = %d, want %d", got, tt.want)
 			}
 		})
