@@ -5,16 +5,16 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io/fs"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/baton-bot/baton/core/llmtest"
+
+	"github.com/baton-bot/baton/core/sandbox/sandboxtest"
 )
 
 // Secrets of Baton's own process environment that the agent must never see.
@@ -57,25 +57,9 @@ func TestAttackerLeavesHostUntouched(t *testing.T) {
 	mustWrite(t, filepath.Join(outside, unnamedOutside), "listed only\n")
 	pieces := t.TempDir()
 	mustWrite(t, filepath.Join(pieces, "README.txt"), "no pieces here\n")
-	data := reachableDir(t) // the sandbox's user must reach the workspaces when the tests run as root
+	data := sandboxtest.Dir(t) // the sandbox's user must reach the workspaces when the tests run as root
 
-	var dials atomic.Int32
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			dials.Add(1)
-			c.Close()
-		}
-	}()
-	port := ln.Addr().(*net.TCPAddr).Port
+	port, dials := sandboxtest.Listen(t, "127.0.0.1")
 
 	srv := llmtest.NewServer(t, llmtest.WithAPIKey(attackAPIKey))
 	conf := writeConfig(t, fmt.Sprintf("log:\n  level: warn\npieces_dir: %s\ntools:\n  bash:\n    sandbox: bwrap\n    timeout: 60s\n", pieces))
@@ -120,7 +104,7 @@ func TestAttackerLeavesHostUntouched(t *testing.T) {
 		bash("mount -o remount,rw /usr; touch /usr/baton-pwned; echo '|/bin/sh -c id' > /proc/sys/kernel/core_pattern; "+
 			"cat /etc/shadow > output/shadow.txt; grep Cap /proc/self/status > output/caps.txt; id > output/id.txt; "+
 			"env > output/env.txt; cat /proc/1/environ /proc/*/environ >> output/env.txt 2>/dev/null; true"),
-		bash(fmt.Sprintf("exec 3<>/dev/tcp/127.0.0.1/%d && echo PING >&3; true", port)),
+		bash(fmt.Sprintf("exec 3<>/dev/tcp/127.0.0.1/%s && echo PING >&3; true", port)),
 		bash("for i in $(seq 10000); do sleep 5 & done 2>/dev/null; wait; true"),
 		bash("head -c 200000000 /dev/zero > output/fill.bin; truncate -s 10G output/sparse.bin; mkfifo input/fifo; "+
 			"mkdir -p input/sub && ln -s "+outside+" input/subtasks; ln -s "+outside+" output/outside-link; true"),
@@ -181,7 +165,7 @@ func TestAttackerLeavesHostUntouched(t *testing.T) {
 	if got, _ := os.ReadFile("/proc/sys/kernel/core_pattern"); string(got) != string(corePattern) {
 		t.Errorf("kernel.core_pattern changed to %q", got)
 	}
-	if n := dials.Load(); n != 0 {
+	if n := dials(); n != 0 {
 		t.Errorf("%d connections reached a listener on host loopback", n)
 	}
 	if b, err := os.ReadFile(filepath.Join(chatWS, "output", "shadow.txt")); err == nil && len(b) > 0 {
@@ -306,7 +290,7 @@ func TestAttackerAsAnotherUser(t *testing.T) {
 		t.Skipf("setpriv is not installed: %v", err)
 	}
 	// The test binary's own directory is private to root: run a copy.
-	dir := reachableDir(t)
+	dir := sandboxtest.Dir(t)
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

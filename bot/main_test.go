@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/baton-bot/baton/core/sandbox/sandboxtest"
 )
 
 // runMain runs the program in-process as `baton args…` with the given
@@ -57,7 +59,7 @@ func TestMainExitCodes(t *testing.T) {
 		{"serve extra argument", nil, []string{"serve", "now"}, 2, []string{`unexpected argument "now"`}, nil},
 		{"worker without redis", nil, []string{"worker"}, 2, []string{"baton worker: redis.url: must be set"}, nil},
 		{"gateway without redis", nil, []string{"gateway"}, 2, []string{"baton gateway: redis.url: must be set"}, nil},
-		{"chat ends with its input", nil, []string{"chat", "--config", quiet, "--piece", "research", "--data-dir", reachableDir(t)}, 0, nil, []string{"/quit leaves"}},
+		{"chat ends with its input", nil, []string{"chat", "--config", quiet, "--piece", "research", "--data-dir", sandboxtest.Dir(t)}, 0, nil, []string{"/quit leaves"}},
 		{"chat unknown piece", nil, []string{"chat", "--config", quiet, "--piece", "nope", "--data-dir", t.TempDir()}, 2, []string{"default_piece"}, nil},
 		{"run unknown task", data, []string{"run", "--config", quiet, "--task", "3", "say hello"}, 2, []string{"there is no task #3"}, nil},
 		{"run unknown piece", data, []string{"run", "--config", quiet, "--piece", "nope", "say hello"}, 2, []string{`no piece named "nope"`}, nil},
@@ -193,7 +195,7 @@ func TestPiecesNetworkIsTheOperators(t *testing.T) {
 	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	data := map[string]string{"BATON_DATA_DIR": reachableDir(t)}
+	data := map[string]string{"BATON_DATA_DIR": sandboxtest.Dir(t)}
 	deny := writeConfig(t, "log:\n  level: warn\n")
 	code, _, stderr := runMain(t, data, "pieces", "validate", "--config", deny, file)
 	if code != 1 || !strings.Contains(stderr, file+":6: ") || !strings.Contains(stderr, "tools.bash.network: deny; set it to allow_pieces") {
@@ -203,20 +205,4 @@ func TestPiecesNetworkIsTheOperators(t *testing.T) {
 	if code, _, stderr := runMain(t, data, "pieces", "validate", "--config", noPasta, file); code != 0 {
 		t.Errorf("sandbox none, network allowed: exit %d\n%s", code, stderr)
 	}
-}
-
-// reachableDir is a data_dir the sandbox's user can reach when the tests
-// run as root (t.TempDir's parent is private to its owner): the sandbox
-// works there instead of disabling Bash with a warning.
-func reachableDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "baton-bot-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return dir
 }

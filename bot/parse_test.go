@@ -12,6 +12,8 @@ import (
 
 	"github.com/baton-bot/baton/core/docparse"
 	"github.com/baton-bot/baton/core/llmtest"
+
+	"github.com/baton-bot/baton/core/sandbox/sandboxtest"
 )
 
 // TestMain makes this test binary the parser child when it is run with
@@ -67,7 +69,7 @@ func TestRunReadsDocumentsInTheParserChild(t *testing.T) {
 		}
 		n := newNewcomer(t)
 		n.conf = writeConfig(t, "log:\n  level: warn\ntools:\n  bash:\n    sandbox: bwrap\n")
-		n.env["BATON_DATA_DIR"] = reachableDir(t)
+		n.env["BATON_DATA_DIR"] = sandboxtest.Dir(t)
 		readsDocument(t, n)
 	})
 }

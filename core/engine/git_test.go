@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/baton-bot/baton/core/sandbox"
+
+	"github.com/baton-bot/baton/core/sandbox/sandboxtest"
 )
 
 const secret = "SECRET-8d1f0c"
@@ -31,27 +33,13 @@ func gitSandbox(t *testing.T) *sandbox.Sandbox {
 	return sb
 }
 
-// reachable makes a directory the sandbox's user can reach.
-func reachable(t testing.TB) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "baton-git-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
-
 // gitRepo makes a workspace holding a repository with output/notes.txt
 // committed and then changed, and an outside directory (a host directory
 // the agent must not reach) with a script that leaves a marker when run
 // and a tree holding the secret.
 func gitRepo(t *testing.T) (ws, outside string) {
 	t.Helper()
-	base := reachable(t)
+	base := sandboxtest.Dir(t)
 	ws, outside = filepath.Join(base, "ws"), filepath.Join(base, "outside")
 	for _, d := range []string{ws + "/output", outside + "/tree/output"} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -184,7 +172,7 @@ func TestGitExcerptLargeRepository(t *testing.T) {
 	sb := gitSandbox(t)
 	// In memory where the host has it: the test measures git, not how fast
 	// this disk creates 200,000 files.
-	base := reachable(t)
+	base := sandboxtest.Dir(t)
 	if dir, err := os.MkdirTemp("/dev/shm", "baton-git-"); err == nil {
 		t.Cleanup(func() { os.RemoveAll(dir) })
 		if err := os.Chmod(dir, 0o755); err != nil {

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/baton-bot/baton/core/sandbox/sandboxtest"
 )
 
 // requireBwrap builds a Bwrap sandbox; it skips when bubblewrap does not
@@ -36,23 +38,8 @@ func requireBwrap(tb testing.TB, cfg Config) *Sandbox {
 // workspace makes a directory the sandbox's user may write.
 func workspace(tb testing.TB, s *Sandbox) string {
 	tb.Helper()
-	dir := reachableDir(tb)
+	dir := sandboxtest.Dir(tb)
 	if err := s.Own(dir); err != nil {
-		tb.Fatal(err)
-	}
-	return dir
-}
-
-// reachableDir makes a directory everyone can reach (t.TempDir's parent
-// is private to its owner).
-func reachableDir(tb testing.TB) string {
-	tb.Helper()
-	dir, err := os.MkdirTemp("", "baton-sandbox-")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
 		tb.Fatal(err)
 	}
 	return dir
@@ -239,7 +226,7 @@ func TestUnreachableWorkspaces(t *testing.T) {
 		t.Skip("needs root")
 	}
 	requireBwrap(t, Config{})
-	private := filepath.Join(reachableDir(t), "root")
+	private := filepath.Join(sandboxtest.Dir(t), "root")
 	if err := os.Mkdir(private, 0o700); err != nil { // as /root
 		t.Fatal(err)
 	}
@@ -265,7 +252,7 @@ func TestOwn(t *testing.T) {
 		t.Skip("needs root")
 	}
 	s := requireBwrap(t, Config{})
-	dir := reachableDir(t)
+	dir := sandboxtest.Dir(t)
 	for _, d := range []string{"input", "logs/bash"} {
 		os.MkdirAll(filepath.Join(dir, d), 0o755)
 	}
@@ -353,7 +340,7 @@ func TestNetworkDenied(t *testing.T) {
 	if _, err := s.Command(context.Background(), Spec{Argv: []string{"/bin/true"}, Network: true}); err == nil {
 		t.Fatal("a command was given the network without Config.Network")
 	}
-	port := listen(t, "127.0.0.1")
+	port := listenPort(t, "127.0.0.1")
 	dir := workspace(t, s)
 	got, _ := sh(t, s, dir, dial("127.0.0.1", port), false, nil)
 	if strings.Contains(got, "REACHED") {
@@ -401,7 +388,7 @@ func TestNetworkGranted(t *testing.T) {
 	for _, host := range targets {
 		port := os.Getenv("BATON_SANDBOX_PRIVATE_PORT")
 		if host == "127.0.0.1" {
-			port = listen(t, host)
+			port = listenPort(t, host)
 		}
 		got, _ := sh(t, s, dir, dial(host, port), true, nil)
 		if strings.Contains(got, "REACHED") || !strings.Contains(got, "DONE") {
@@ -564,25 +551,6 @@ func TestAsNobody(t *testing.T) {
 	}
 }
 
-func listen(t *testing.T, host string) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", host+":0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
-}
-
 func dial(host, port string) string {
 	return `if timeout 5 bash -c 'exec 3<>/dev/tcp/` + host + `/` + port + `'; then echo REACHED; fi; echo DONE`
 }
@@ -621,4 +589,10 @@ func waitNoProcs(tb testing.TB, arg string) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	tb.Errorf("processes running %q survived", arg)
+}
+
+// listenPort listens on host and returns the port.
+func listenPort(t *testing.T, host string) string {
+	port, _ := sandboxtest.Listen(t, host)
+	return port
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -16,6 +15,8 @@ import (
 	"time"
 
 	"github.com/baton-bot/baton/core/sandbox"
+
+	"github.com/baton-bot/baton/core/sandbox/sandboxtest"
 )
 
 // newSandbox builds the sandbox for a mode; "bwrap" skips when bubblewrap
@@ -256,21 +257,7 @@ func TestBashSandbox(t *testing.T) {
 		t.Errorf("want read-only errors: %q", got)
 	}
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	port, _ := sandboxtest.Listen(t, "127.0.0.1")
 	dial := obj{"command": "exec 3<>/dev/tcp/127.0.0.1/" + port + " && echo connected"}
 	if got := ok(t, call(t, b, env, dial)); strings.Contains(got, "connected") {
 		t.Errorf("reached the network without network: true: %q", got)
