@@ -25,7 +25,7 @@ func BenchmarkTurnOverhead(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defs := []llm.ToolDef{transitionDef([]string{"COMPLETE", "ASK", "ABORT"})}
+	defs := []llm.ToolDef{transitionDef(nil, []string{"COMPLETE", "ASK", "ABORT"})}
 	m := newMeter(1_000_000, counter, newDefCounts(counter).count(defs))
 	var msgs []llm.Message
 	add := func(msg llm.Message) {

@@ -14,7 +14,9 @@
 // (compact.go).
 //
 // Engine implements worker.Engine. Its prompts live in prompts/ as
-// templates, in English and Japanese, and are checked by golden tests.
+// templates, in English and Japanese, and are checked by golden tests; its
+// shorter messages, the tools' words and the transition tool's are the
+// locale's catalogue (core/catalog), which the engine hands to the tools.
 package engine
 
 import (

@@ -113,7 +113,7 @@ func (e *Engine) enriched(ctx context.Context, task core.Task, j core.Job, ws *w
 			who = c.AuthorID
 		}
 		if c.Role == core.RoleBot {
-			who = "Baton (bot)"
+			who = e.text.msg("bot_label")
 		}
 		data.Comments = append(data.Comments, commentLine{
 			At:   c.CreatedAt.In(e.cfg.Location).Format("2006-01-02 15:04"),

@@ -67,9 +67,9 @@ func (pr *pieceRun) runMovement(ctx context.Context, mv *piece.Movement, prompts
 			}
 		}
 		m.tools[name] = t
-		m.defs = append(m.defs, llm.ToolDef{Name: t.Name(), Description: t.Description(), Parameters: t.Schema()})
+		m.defs = append(m.defs, llm.ToolDef{Name: t.Name(), Description: t.Description(pr.e.text.cat), Parameters: t.Schema(pr.e.text.cat)})
 	}
-	m.defs = append(m.defs, transitionDef(m.next))
+	m.defs = append(m.defs, transitionDef(pr.e.text.cat, m.next))
 	m.meter = newMeter(pr.e.cfg.ContextWindow, pr.e.tokens, pr.e.defs.count(m.defs))
 	m.meter.corr = pr.e.corr.forModel(m.model())
 	m.meter.factor = m.meter.corr.current()
@@ -362,6 +362,7 @@ func (m *movement) callTool(ctx context.Context, call llm.ToolCall) (tools.Resul
 		Network:         m.mv.Network,
 		Tokens:          e.tokens,
 		Logger:          pr.log,
+		Texts:           e.text.cat,
 	}
 	effect := tools.EffectOf(t)
 	limits := workspace.Call{Deletes: effect == tools.RunsCommands}

@@ -53,7 +53,7 @@ func TestCorrectionLearnsTheProvidersCount(t *testing.T) {
 // the second time.
 func TestDefCounts(t *testing.T) {
 	counter := tokens.Default()
-	defs := []llm.ToolDef{transitionDef([]string{"COMPLETE", "ASK"}), transitionDef([]string{"COMPLETE", "ABORT", "review"})}
+	defs := []llm.ToolDef{transitionDef(nil, []string{"COMPLETE", "ASK"}), transitionDef(nil, []string{"COMPLETE", "ABORT", "review"})}
 	want := 0
 	for _, d := range defs {
 		want += counter.Count(d.Name) + counter.Count(d.Description) + counter.Count(string(d.Parameters))

@@ -244,7 +244,7 @@ func (pr *pieceRun) prompts(ctx context.Context, mv *piece.Movement, enriched st
 	if err != nil {
 		return "", "", err
 	}
-	checklists, err := tools.LoadChecklists(pr.ws)
+	checklists, err := tools.LoadChecklists(pr.ws, pr.e.text.cat)
 	if err != nil {
 		pr.log.Warn("checklists unreadable", "err", err)
 	}

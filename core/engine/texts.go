@@ -7,24 +7,27 @@ import (
 	"strings"
 	"text/template"
 
-	"gopkg.in/yaml.v3"
+	"github.com/baton-bot/baton/core/catalog"
 )
 
 //go:embed prompts
 var promptFS embed.FS
 
-// texts are the prompts and messages of one locale.
+// texts are the prompts of one locale and its catalogue, whose engine
+// section holds the engine's short messages (core/catalog/*/engine.yaml).
 type texts struct {
 	system, instruction, user, compact *template.Template
-	msgs                               map[string]string
+	cat                                *catalog.Texts
 }
 
-// loadTexts parses the templates and messages of locale ("en" or "ja").
+// loadTexts parses the templates of locale ("en" or "ja") and finds its
+// catalogue.
 func loadTexts(locale string) (*texts, error) {
-	if locale != "en" && locale != "ja" {
-		return nil, fmt.Errorf("locale %q: want en or ja", locale)
+	cat, err := catalog.For(locale)
+	if err != nil {
+		return nil, err
 	}
-	t := &texts{}
+	t := &texts{cat: cat}
 	for name, dst := range map[string]**template.Template{"system": &t.system, "instruction": &t.instruction, "user": &t.user, "compact": &t.compact} {
 		src, err := promptFS.ReadFile("prompts/" + locale + "/" + name + ".tmpl")
 		if err != nil {
@@ -36,33 +39,20 @@ func loadTexts(locale string) (*texts, error) {
 		}
 		*dst = tpl
 	}
-	src, err := promptFS.ReadFile("prompts/" + locale + "/messages.yaml")
-	if err != nil {
-		return nil, err
-	}
-	if err := yaml.Unmarshal(src, &t.msgs); err != nil {
-		return nil, fmt.Errorf("messages %s: %w", locale, err)
-	}
 	return t, nil
 }
 
-// msg returns the message key; a missing key is a programming error.
-func (t *texts) msg(key string) string {
-	s, ok := t.msgs[key]
-	if !ok {
-		panic("engine: no message " + key)
-	}
-	return s
-}
+// msg returns the engine message key ("engine."+key in the catalogue); a
+// key the locale lacks falls back to English, then to the key itself.
+func (t *texts) msg(key string) string { return t.cat.Text("engine." + key) }
 
 // fill returns message key with each {name} replaced by vars[name].
 func (t *texts) fill(key string, vars map[string]string) string {
-	s := t.msg(key)
 	pairs := make([]string, 0, 2*len(vars))
 	for k, v := range vars {
-		pairs = append(pairs, "{"+k+"}", v)
+		pairs = append(pairs, k, v)
 	}
-	return strings.NewReplacer(pairs...).Replace(s)
+	return t.cat.Fill("engine."+key, pairs...)
 }
 
 func execute(t *template.Template, data any) (string, error) {

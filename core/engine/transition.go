@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/baton-bot/baton/core/catalog"
 	"github.com/baton-bot/baton/core/llm"
 	"github.com/baton-bot/baton/core/piece"
 )
@@ -42,26 +43,27 @@ type transitionArgs struct {
 }
 
 // transitionDef returns the transition tool offered in a movement whose
-// allowed next steps are next.
-func transitionDef(next []string) llm.ToolDef {
+// allowed next steps are next, described in tx's locale.
+func transitionDef(tx *catalog.Texts, next []string) llm.ToolDef {
+	desc := func(name string) string { return tx.Text("tools.transition.param." + name) }
 	props := map[string]any{
-		"next_step": map[string]any{"type": "string", "enum": next, "description": "Where the work goes next."},
-		"summary":   map[string]any{"type": "string", "description": "What this step did and found. With COMPLETE, the answer posted in the thread; with ABORT, the reason."},
-		"lessons":   map[string]any{"type": "string", "description": "Facts the following steps need: paths, commands, decisions, pitfalls."},
+		"next_step": map[string]any{"type": "string", "enum": next, "description": desc("next_step")},
+		"summary":   map[string]any{"type": "string", "description": desc("summary")},
+		"lessons":   map[string]any{"type": "string", "description": desc("lessons")},
 	}
 	if contains(next, piece.Ask) {
-		props["question"] = map[string]any{"type": "string", "description": "With ASK: one precise question for the person."}
+		props["question"] = map[string]any{"type": "string", "description": desc("question")}
 	}
 	if contains(next, piece.WaitSubtasks) {
 		props["subtasks"] = map[string]any{
 			"type": "array", "maxItems": maxSubtasks,
-			"description": "With WAIT_SUBTASKS: independent pieces of work run as child jobs.",
+			"description": desc("subtasks"),
 			"items": map[string]any{
 				"type": "object",
 				"properties": map[string]any{
 					"title":       map[string]any{"type": "string"},
-					"instruction": map[string]any{"type": "string", "description": "Stands on its own: the child sees only this and the attached files."},
-					"piece":       map[string]any{"type": "string", "description": "Optional piece for the child."},
+					"instruction": map[string]any{"type": "string", "description": desc("subtask_instruction")},
+					"piece":       map[string]any{"type": "string", "description": desc("subtask_piece")},
 				},
 				"required": []string{"title", "instruction"},
 			},
@@ -72,7 +74,7 @@ func transitionDef(next []string) llm.ToolDef {
 	})
 	return llm.ToolDef{
 		Name:        transitionTool,
-		Description: "End this step and say where the work goes next. Call it exactly once, when the step's work is done.",
+		Description: tx.Text("tools.transition.description"),
 		Parameters:  schema,
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/baton-bot/baton/core/catalog"
 	"github.com/baton-bot/baton/core/sandbox"
 	"github.com/baton-bot/baton/core/workspace"
 )
@@ -65,7 +66,7 @@ type Bash struct {
 	cfg      BashConfig
 	sb       *sandbox.Sandbox
 	bash     string // absolute path of the shell
-	disabled string // why the tool is unavailable; "" when available
+	disabled string // why the tool is unavailable (the sandbox's words); "" when available
 	log      *slog.Logger
 	seq      atomic.Int64
 }
@@ -106,14 +107,17 @@ func NewBash(cfg BashConfig) (*Bash, error) {
 	}
 	b.bash = sh
 	if ok, why := b.sb.Available(); !ok {
-		b.disabled = "the Bash tool is disabled because " + why
+		b.disabled = why
 	}
 	return b, nil
 }
 
 // Available reports whether the tool can run commands, and if not, why.
 func (b *Bash) Available() (bool, string) {
-	return b.disabled == "", b.disabled
+	if b.disabled == "" {
+		return true, ""
+	}
+	return false, "the Bash tool is disabled because " + b.disabled
 }
 
 // Sandboxed reports whether commands run inside bubblewrap.
@@ -123,19 +127,15 @@ func (b *Bash) Sandboxed() bool { return b.sb.Isolated() }
 func (*Bash) Name() string { return "Bash" }
 
 // Description implements Tool.
-func (b *Bash) Description() string {
-	return fmt.Sprintf("Run a shell command with `bash -c` in the workspace folder (input/, output/, logs/). "+
-		"stdout and stderr are combined; long output keeps its beginning and end, and the full output is "+
-		"kept under logs/bash/. Prefer narrowing output with head, tail, grep, awk or sed, or redirect it to "+
-		"a file and Read or Grep that. logs/ is read-only. Timeout: %d s by default, at most %d s (timeout_s).",
-		int(b.cfg.Timeout.Seconds()), int(MaxBashTimeout.Seconds()))
+func (b *Bash) Description(tx *catalog.Texts) string {
+	return tx.Fill("tools.bash.description", "timeout", itoa(int(b.cfg.Timeout.Seconds())), "max", itoa(int(MaxBashTimeout.Seconds())))
 }
 
 // Schema implements Tool.
-func (*Bash) Schema() json.RawMessage {
-	return json.RawMessage(`{"type":"object","properties":{` +
-		`"command":{"type":"string","description":"the command line, run with bash -c"},` +
-		`"timeout_s":{"type":"integer","minimum":1,"maximum":600,"description":"seconds before the command is killed"}},` +
+func (*Bash) Schema(tx *catalog.Texts) json.RawMessage {
+	return schema(tx, "bash", `{"type":"object","properties":{`+
+		`"command":{"type":"string","description":$command},`+
+		`"timeout_s":{"type":"integer","minimum":1,"maximum":600,"description":$timeout_s}},`+
 		`"required":["command"],"additionalProperties":false}`)
 }
 
@@ -147,21 +147,21 @@ type bashArgs struct {
 // Call implements Tool.
 func (b *Bash) Call(ctx context.Context, env *Env, raw json.RawMessage) Result {
 	if b.disabled != "" {
-		return Errorf("Bash: %s", b.disabled)
+		return env.fail(b.Name(), "", fault("tools.bash.disabled", "why", b.disabled))
 	}
 	var a bashArgs
 	if err := decode(raw, &a); err != nil {
-		return failure(b.Name(), err)
+		return env.fail(b.Name(), "", err)
 	}
 	if strings.TrimSpace(a.Command) == "" {
-		return Errorf("Bash: command is required")
+		return env.fail(b.Name(), "", fault("tools.bash.command_required"))
 	}
 	if a.TimeoutS < 0 {
-		return Errorf("Bash: timeout_s must be positive")
+		return env.fail(b.Name(), "", fault("tools.bash.timeout_negative"))
 	}
 	res, err := b.run(ctx, env, a)
 	if err != nil {
-		return failure(b.Name(), err)
+		return env.fail(b.Name(), "", err)
 	}
 	return res
 }
@@ -173,7 +173,7 @@ func (b *Bash) run(ctx context.Context, env *Env, a bashArgs) (Result, error) {
 		timeout = time.Duration(a.TimeoutS) * time.Second
 	}
 	if timeout > MaxBashTimeout {
-		notes = append(notes, fmt.Sprintf("[timeout_s %d lowered to the maximum, %d]", a.TimeoutS, int(MaxBashTimeout.Seconds())))
+		notes = append(notes, env.say("tools.bash.timeout_lowered", "n", itoa(a.TimeoutS), "max", itoa(int(MaxBashTimeout.Seconds()))))
 		timeout = MaxBashTimeout
 	}
 	root := env.WS.Root()
@@ -186,7 +186,7 @@ func (b *Bash) run(ctx context.Context, env *Env, a bashArgs) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("create output copy: %w", err)
 	}
-	capt := &capture{log: logFile, logMax: b.cfg.KeptBytes}
+	capt := &capture{log: logFile, logMax: b.cfg.KeptBytes, tx: env.texts()}
 
 	// What Baton made here (input/, output/, tmp/, files written by the
 	// tools) must be writable by the sandbox's user; logs/ stays Baton's.
@@ -248,16 +248,15 @@ func (b *Bash) run(ctx context.Context, env *Env, a bashArgs) (Result, error) {
 	isErr := false
 	switch {
 	case ctx.Err() != nil:
-		status = "[cancelled: the command and its children were killed]"
+		status = env.say("tools.bash.cancelled")
 		isErr = true
 	case errors.Is(tctx.Err(), context.DeadlineExceeded):
-		status = fmt.Sprintf("[timed out after %s: the command and its children were killed; give a larger timeout_s (max %d) or run less at once]",
-			timeout, int(MaxBashTimeout.Seconds()))
+		status = env.say("tools.bash.timed_out", "timeout", timeout.String(), "max", itoa(int(MaxBashTimeout.Seconds())))
 		isErr = true
 	case cmd.ProcessState != nil && cmd.ProcessState.Exited():
-		status = fmt.Sprintf("[exit code %d]", cmd.ProcessState.ExitCode())
+		status = env.say("tools.bash.exit", "code", itoa(cmd.ProcessState.ExitCode()))
 	default:
-		status = fmt.Sprintf("[ended abnormally: %v]", waitErr)
+		status = env.say("tools.bash.abnormal", "err", fmt.Sprint(waitErr))
 		isErr = true
 	}
 	b.log.Debug("command finished", "elapsed", elapsed, "bytes", capt.total, "status", status, "sandboxed", b.sb.Isolated())
@@ -284,6 +283,7 @@ type capture struct {
 	logged int64
 	logMax int64
 	logErr error
+	tx     *catalog.Texts // words the notes
 }
 
 func (c *capture) Write(p []byte) (int, error) {
@@ -340,12 +340,10 @@ func (c *capture) result(env *Env, status string, notes []string, logRel string)
 	counter := env.counter()
 	budget := env.budget() - counter.Count(footer) - 1
 	out, cut := headTail(joined, budget, counter, gap > 0, func(cutBytes int) string {
-		return fmt.Sprintf("\n[… %d of %d output bytes cut from the middle to fit the context. The output (capped at %d MB) is kept at %s: "+
-			"Read or Grep it, or rerun narrowing the output with head, tail, grep, awk or sed, or redirect it to a file …]\n",
-			int64(cutBytes)+gap, c.total, c.logMax>>20, logRel)
+		return "\n" + c.tx.Fill("tools.bash.cut", "cut", itoa(int64(cutBytes)+gap), "total", itoa(c.total), "mb", itoa(c.logMax>>20), "path", logRel) + "\n"
 	})
 	if c.total == 0 {
-		out = "(no output)"
+		out = c.tx.Text("tools.bash.no_output")
 	}
 	if !strings.HasSuffix(out, "\n") {
 		out += "\n"
@@ -368,6 +366,6 @@ func (c *capture) finish() {
 		tail = tail[int64(len(tail))-missing:]
 	}
 	skipped := c.total - c.logged - int64(len(tail))
-	fmt.Fprintf(c.log, "\n[… %d bytes not kept …]\n", skipped)
+	fmt.Fprintf(c.log, "\n%s\n", c.tx.Fill("tools.bash.not_kept", "n", itoa(skipped)))
 	c.log.Write(tail) //nolint:errcheck // best effort
 }

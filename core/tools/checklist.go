@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/baton-bot/baton/core/catalog"
 	"github.com/baton-bot/baton/core/workspace"
 )
 
@@ -51,18 +52,14 @@ var checklistName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 func (Checklist) Name() string { return "Checklist" }
 
 // Description implements Tool.
-func (Checklist) Description() string {
-	return "Keep a named checklist that every following step sees in its prompt. action=set replaces the " +
-		"items (items keep their ticks when their text is unchanged); check and uncheck tick items given by " +
-		"text or by number (\"1\" is the first); show prints a checklist, or all of them without a name."
-}
+func (Checklist) Description(tx *catalog.Texts) string { return tx.Text("tools.checklist.description") }
 
 // Schema implements Tool.
-func (Checklist) Schema() json.RawMessage {
-	return json.RawMessage(`{"type":"object","properties":{` +
-		`"action":{"type":"string","enum":["set","check","uncheck","show"]},` +
-		`"name":{"type":"string","description":"checklist name: letters, digits, . _ - (e.g. plan)"},` +
-		`"items":{"type":"array","items":{"type":"string"},"description":"set: the items; check/uncheck: item texts or numbers"}},` +
+func (Checklist) Schema(tx *catalog.Texts) json.RawMessage {
+	return schema(tx, "checklist", `{"type":"object","properties":{`+
+		`"action":{"type":"string","enum":["set","check","uncheck","show"]},`+
+		`"name":{"type":"string","description":$name},`+
+		`"items":{"type":"array","items":{"type":"string"},"description":$items}},`+
 		`"required":["action"],"additionalProperties":false}`)
 }
 
@@ -70,25 +67,30 @@ func (Checklist) Schema() json.RawMessage {
 func (t Checklist) Call(ctx context.Context, env *Env, raw json.RawMessage) Result {
 	var a checklistArgs
 	if err := decode(raw, &a); err != nil {
-		return failure(t.Name(), err)
+		return env.fail(t.Name(), "", err)
 	}
-	text, err := t.apply(env.WS, a)
+	text, err := t.apply(env, a)
 	if err != nil {
-		return failure(t.Name(), err)
+		rel := checklistDir
+		if a.Name != "" {
+			rel += "/" + a.Name + ".json"
+		}
+		return env.fail(t.Name(), rel, err)
 	}
 	return Result{Text: text}
 }
 
-func (t Checklist) apply(ws *workspace.Workspace, a checklistArgs) (string, error) {
+func (t Checklist) apply(env *Env, a checklistArgs) (string, error) {
+	ws, tx := env.WS, env.texts()
 	if a.Action == "show" && a.Name == "" {
-		s, err := LoadChecklists(ws)
+		s, err := LoadChecklists(ws, tx)
 		if s == "" && err == nil {
-			s = "No checklists yet."
+			s = tx.Text("tools.checklist.none")
 		}
 		return s, err
 	}
 	if !checklistName.MatchString(a.Name) {
-		return "", fmt.Errorf("name %q is invalid: use 1-64 letters, digits, '.', '_' or '-'", a.Name)
+		return "", fault("tools.checklist.bad_name", "name", strconv.Quote(a.Name))
 	}
 	p := checklistDir + "/" + a.Name + ".json"
 	if _, err := ws.Resolve(p); err != nil {
@@ -105,9 +107,9 @@ func (t Checklist) apply(ws *workspace.Workspace, a checklistArgs) (string, erro
 	switch a.Action {
 	case "show":
 		if !exists {
-			return "", fmt.Errorf("no checklist named %s; create it with action=set", a.Name)
+			return "", fault("tools.checklist.no_such", "name", a.Name)
 		}
-		return renderChecklist(cl), nil
+		return renderChecklist(tx, cl), nil
 	case "set":
 		done := map[string]bool{}
 		for _, it := range cl.Items {
@@ -120,32 +122,32 @@ func (t Checklist) apply(ws *workspace.Workspace, a checklistArgs) (string, erro
 			}
 		}
 		if len(cl.Items) == 0 {
-			return "", errors.New("set needs at least one non-empty item")
+			return "", fault("tools.checklist.set_empty")
 		}
 	case "check", "uncheck":
 		if !exists {
-			return "", fmt.Errorf("no checklist named %s; create it with action=set", a.Name)
+			return "", fault("tools.checklist.no_such", "name", a.Name)
 		}
 		if len(a.Items) == 0 {
-			return "", fmt.Errorf("%s needs items (texts or numbers)", a.Action)
+			return "", fault("tools.checklist.needs_items", "action", a.Action)
 		}
 		for _, s := range a.Items {
-			i, err := findItem(cl, s)
+			i, err := findItem(tx, cl, s)
 			if err != nil {
 				return "", err
 			}
 			cl.Items[i].Done = a.Action == "check"
 		}
 	default:
-		return "", fmt.Errorf("action %q is unknown: use set, check, uncheck or show", a.Action)
+		return "", fault("tools.checklist.bad_action", "action", strconv.Quote(a.Action))
 	}
 	if err := writeChecklist(ws, p, cl); err != nil {
 		return "", err
 	}
-	return renderChecklist(cl), nil
+	return renderChecklist(tx, cl), nil
 }
 
-func findItem(cl checklistFile, s string) (int, error) {
+func findItem(tx *catalog.Texts, cl checklistFile, s string) (int, error) {
 	s = strings.TrimSpace(s)
 	for i, it := range cl.Items {
 		if it.Text == s {
@@ -160,7 +162,7 @@ func findItem(cl checklistFile, s string) (int, error) {
 			return i, nil
 		}
 	}
-	return 0, fmt.Errorf("no item %q in checklist %s; its items are:\n%s", s, cl.Name, renderChecklist(cl))
+	return 0, fault("tools.checklist.no_item", "item", strconv.Quote(s), "name", cl.Name, "items", renderChecklist(tx, cl))
 }
 
 func readChecklist(ws *workspace.Workspace, rel string) (checklistFile, error) {
@@ -170,7 +172,7 @@ func readChecklist(ws *workspace.Workspace, rel string) (checklistFile, error) {
 		return cl, err
 	}
 	if err := json.Unmarshal(b, &cl); err != nil {
-		return cl, fmt.Errorf("checklist %s is corrupt: %w", path.Base(rel), err)
+		return cl, &textError{key: "tools.checklist.corrupt", vars: []string{"name", path.Base(rel), "err", err.Error()}}
 	}
 	return cl, nil
 }
@@ -188,7 +190,7 @@ func writeChecklist(ws *workspace.Workspace, rel string, cl checklistFile) error
 	return nil
 }
 
-func renderChecklist(cl checklistFile) string {
+func renderChecklist(tx *catalog.Texts, cl checklistFile) string {
 	done := 0
 	for _, it := range cl.Items {
 		if it.Done {
@@ -196,7 +198,7 @@ func renderChecklist(cl checklistFile) string {
 		}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "### Checklist: %s (%d/%d done)\n", cl.Name, done, len(cl.Items))
+	b.WriteString(tx.Fill("tools.checklist.header", "name", cl.Name, "done", itoa(done), "total", itoa(len(cl.Items))) + "\n")
 	for _, it := range cl.Items {
 		mark := " "
 		if it.Done {
@@ -208,10 +210,11 @@ func renderChecklist(cl checklistFile) string {
 }
 
 // LoadChecklists renders every checklist in the workspace's
-// logs/checklists/ as Markdown, sorted by name, for injection into a
-// movement's prompt. It returns "" when there are none. A corrupt file is
-// skipped and reported in the error while the others are still rendered.
-func LoadChecklists(ws *workspace.Workspace) (string, error) {
+// logs/checklists/ as Markdown in tx's locale (nil: English), sorted by
+// name, for injection into a movement's prompt. It returns "" when there
+// are none. A corrupt file is skipped and reported in the error while the
+// others are still rendered.
+func LoadChecklists(ws *workspace.Workspace, tx *catalog.Texts) (string, error) {
 	entries, err := ws.ReadDir(checklistDir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", nil
@@ -237,7 +240,7 @@ func LoadChecklists(ws *workspace.Workspace) (string, error) {
 		if cl.Name == "" {
 			cl.Name = strings.TrimSuffix(n, ".json")
 		}
-		parts = append(parts, renderChecklist(cl))
+		parts = append(parts, renderChecklist(tx, cl))
 	}
 	out := strings.Join(parts, "\n")
 	if len(errs) > 0 {

@@ -108,7 +108,7 @@ func TestReadSwapRace(t *testing.T) {
 				t.Fatalf("read outside the workspace: %q", res.Text)
 			}
 		}
-		if s, _ := LoadChecklists(env.WS); strings.Contains(s, "SECRET") {
+		if s, _ := LoadChecklists(env.WS, nil); strings.Contains(s, "SECRET") {
 			stop()
 			stopLogs()
 			t.Fatalf("checklists loaded from outside: %q", s)

@@ -4,11 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"path"
+	"strconv"
 	"strings"
 
+	"github.com/baton-bot/baton/core/catalog"
 	"github.com/baton-bot/baton/core/docparse"
 )
 
@@ -44,16 +45,14 @@ type documentArgs struct {
 func (ReadDocument) Name() string { return "ReadDocument" }
 
 // Description implements Tool.
-func (ReadDocument) Description() string {
-	return "Extract the text of a Word (.docx), Excel (.xlsx, cells tab-separated), PowerPoint (.pptx) or PDF " +
-		"document in the workspace. Long text is cut to fit the context; the whole text is then kept as a " +
-		"text file under logs/documents/ to Read (with offset) or Grep."
+func (ReadDocument) Description(tx *catalog.Texts) string {
+	return tx.Text("tools.document.description")
 }
 
 // Schema implements Tool.
-func (ReadDocument) Schema() json.RawMessage {
-	return json.RawMessage(`{"type":"object","properties":{` +
-		`"path":{"type":"string","description":"document path relative to the workspace"}},` +
+func (ReadDocument) Schema(tx *catalog.Texts) json.RawMessage {
+	return schema(tx, "document", `{"type":"object","properties":{`+
+		`"path":{"type":"string","description":$path}},`+
 		`"required":["path"],"additionalProperties":false}`)
 }
 
@@ -61,7 +60,7 @@ func (ReadDocument) Schema() json.RawMessage {
 func (t ReadDocument) Call(ctx context.Context, env *Env, raw json.RawMessage) Result {
 	var a documentArgs
 	if err := decode(raw, &a); err != nil {
-		return failure(t.Name(), err)
+		return env.fail(t.Name(), "", err)
 	}
 	return t.read(ctx, env, a.Path)
 }
@@ -71,12 +70,12 @@ func (t ReadDocument) read(ctx context.Context, env *Env, rel string) Result {
 	if err != nil {
 		var perr *parseError
 		if errors.As(err, &perr) {
-			return parseFailure(t.Name(), rel, perr.err, env.logger())
+			return parseFailure(env, t.Name(), rel, perr.err)
 		}
-		return failure(t.Name(), err)
+		return env.fail(t.Name(), rel, err)
 	}
 	if strings.TrimSpace(text) == "" {
-		return Result{Text: fmt.Sprintf("%s contains no extractable text (it may be scanned images).", rel)}
+		return Result{Text: env.say("tools.document.no_text", "path", rel)}
 	}
 	budget, c := env.budget(), env.counter()
 	if fits(text, budget, c) {
@@ -89,10 +88,9 @@ func (t ReadDocument) read(ctx context.Context, env *Env, rel string) Result {
 	out, _ := head(text, budget, c, func(n int) string {
 		line := strings.Count(text[:n], "\n") + 1
 		if kept == "" {
-			return fmt.Sprintf("\n[ReadDocument cut to fit the token budget after %d of %d characters; convert the document with Bash and use Read/Grep on the result]",
-				n, len(text))
+			return "\n" + env.say("tools.document.cut_unkept", "n", itoa(n), "total", itoa(len(text)))
 		}
-		return fmt.Sprintf("\n[ReadDocument cut to fit the token budget. The whole text is kept in %s: Read on with offset=%d there, or Grep it.]", kept, line)
+		return "\n" + env.say("tools.document.cut_kept", "path", kept, "line", itoa(line))
 	})
 	return Result{Text: out}
 }
@@ -105,7 +103,7 @@ func (e *parseError) Error() string { return e.err.Error() }
 // extract opens the document and has the Parser extract its text.
 func (t ReadDocument) extract(ctx context.Context, env *Env, rel string) (string, error) {
 	if rel == "" {
-		return "", errors.New("path is required")
+		return "", fault("tools.err.path_required")
 	}
 	if _, err := env.WS.Resolve(rel); err != nil {
 		return "", err // the clear error for a path outside
@@ -113,7 +111,7 @@ func (t ReadDocument) extract(ctx context.Context, env *Env, rel string) (string
 	ext := strings.ToLower(path.Ext(rel))
 	kind, ok := documentKinds[ext]
 	if !ok {
-		return "", fmt.Errorf("%s: %q documents are not supported (only .docx, .xlsx, .pptx, .pdf); use Read for text files", rel, ext)
+		return "", fault("tools.document.unsupported", "path", quote(rel), "ext", strconv.Quote(ext))
 	}
 	f, fi, err := env.WS.OpenRead(rel)
 	if err != nil {
@@ -121,10 +119,10 @@ func (t ReadDocument) extract(ctx context.Context, env *Env, rel string) (string
 	}
 	defer f.Close()
 	if t.Parser == nil {
-		return "", errors.New("documents cannot be read here: no parser process is configured")
+		return "", fault("tools.document.no_parser")
 	}
 	if fi.Size() > MaxDocumentBytes {
-		return "", fmt.Errorf("%s is %d bytes, over the %d MB limit for documents", rel, fi.Size(), MaxDocumentBytes>>20)
+		return "", fault("tools.document.too_big", "path", quote(rel), "size", itoa(fi.Size()), "mb", itoa(MaxDocumentBytes>>20))
 	}
 	// One byte over the limit lets the child refuse a file that grew.
 	res, err := t.Parser.Parse(ctx, kind, io.LimitReader(f, MaxDocumentBytes+1))

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/baton-bot/baton/core/catalog"
 	"github.com/baton-bot/baton/core/docparse"
 )
 
@@ -35,14 +36,14 @@ type imageArgs struct {
 func (ReadImage) Name() string { return "ReadImage" }
 
 // Description implements Tool.
-func (ReadImage) Description() string {
-	return fmt.Sprintf("Look at an image file in the workspace (PNG, JPEG, GIF or WebP, at most %d MB).", MaxImageBytes>>20)
+func (ReadImage) Description(tx *catalog.Texts) string {
+	return tx.Fill("tools.image.description", "mb", itoa(MaxImageBytes>>20))
 }
 
 // Schema implements Tool.
-func (ReadImage) Schema() json.RawMessage {
-	return json.RawMessage(`{"type":"object","properties":{` +
-		`"path":{"type":"string","description":"image path relative to the workspace"}},` +
+func (ReadImage) Schema(tx *catalog.Texts) json.RawMessage {
+	return schema(tx, "image", `{"type":"object","properties":{`+
+		`"path":{"type":"string","description":$path}},`+
 		`"required":["path"],"additionalProperties":false}`)
 }
 
@@ -50,37 +51,36 @@ func (ReadImage) Schema() json.RawMessage {
 func (t ReadImage) Call(ctx context.Context, env *Env, raw json.RawMessage) Result {
 	var a imageArgs
 	if err := decode(raw, &a); err != nil {
-		return failure(t.Name(), err)
+		return env.fail(t.Name(), "", err)
 	}
 	if a.Path == "" {
-		return Errorf("ReadImage: path is required")
+		return env.fail(t.Name(), "", fault("tools.err.path_required"))
 	}
 	f, fi, err := env.WS.OpenRead(a.Path)
 	if err != nil {
-		return failure(t.Name(), err)
+		return env.fail(t.Name(), a.Path, err)
 	}
 	defer f.Close()
 	if fi.Size() > MaxImageBytes {
-		return Errorf("ReadImage: %s is %d bytes, over the %d MB limit; make a smaller copy with Bash (e.g. ImageMagick's convert -resize) if it is installed",
-			a.Path, fi.Size(), MaxImageBytes>>20)
+		return env.fail(t.Name(), a.Path, fault("tools.image.too_big", "path", quote(a.Path), "size", itoa(fi.Size()), "mb", itoa(MaxImageBytes>>20)))
 	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxImageBytes+1))
 	if err != nil {
-		return failure(t.Name(), fmt.Errorf("read %s: %w", a.Path, unwrapPath(err)))
+		return env.fail(t.Name(), a.Path, fmt.Errorf("read %s: %w", a.Path, unwrapPath(err)))
 	}
 	mime := http.DetectContentType(data)
 	switch mime {
 	case "image/png", "image/jpeg", "image/gif", "image/webp":
 	default:
-		return Errorf("ReadImage: %s is not a PNG, JPEG, GIF or WebP image (its content looks like %s)", a.Path, mime)
+		return env.fail(t.Name(), a.Path, fault("tools.image.not_image", "path", quote(a.Path), "mime", mime))
 	}
 	hdr, err := docparse.ImageHeader(data)
 	if err == nil && t.Parser != nil {
 		hdr, err = t.Parser.Parse(ctx, docparse.Image, bytes.NewReader(data))
 	}
 	if err != nil {
-		return parseFailure(t.Name(), a.Path, err, env.logger())
+		return parseFailure(env, t.Name(), a.Path, err)
 	}
-	desc := fmt.Sprintf("%s: %s, %d bytes, %d×%d pixels", a.Path, mime, len(data), hdr.Width, hdr.Height)
+	desc := env.say("tools.image.done", "path", a.Path, "mime", mime, "size", itoa(len(data)), "width", itoa(hdr.Width), "height", itoa(hdr.Height))
 	return Result{Text: desc, Images: []Image{{MIME: mime, Data: data}}}
 }

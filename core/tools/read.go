@@ -11,9 +11,11 @@ import (
 	"os"
 	"path"
 	"sort"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/baton-bot/baton/core/catalog"
 	"github.com/baton-bot/baton/core/workspace"
 )
 
@@ -36,20 +38,15 @@ type readArgs struct {
 func (Read) Name() string { return "Read" }
 
 // Description implements Tool.
-func (Read) Description() string {
-	return "Read a text file in the workspace. Lines come numbered like `cat -n` (number, tab, text). " +
-		"Long files are cut to fit the context; the note at the end says how to read on with offset " +
-		"(a 1-based line number) or byte_offset (for files with very long lines). Use Grep to find " +
-		"lines, ReadDocument for .docx/.xlsx/.pptx/.pdf and ReadImage for images."
-}
+func (Read) Description(tx *catalog.Texts) string { return tx.Text("tools.read.description") }
 
 // Schema implements Tool.
-func (Read) Schema() json.RawMessage {
-	return json.RawMessage(`{"type":"object","properties":{` +
-		`"path":{"type":"string","description":"file path relative to the workspace, e.g. input/notes.txt"},` +
-		`"offset":{"type":"integer","minimum":1,"description":"first line to read, 1-based (default 1)"},` +
-		`"limit":{"type":"integer","minimum":1,"description":"how many lines to read (default 2000)"},` +
-		`"byte_offset":{"type":"integer","minimum":0,"description":"start at this byte instead of a line (offset is then ignored)"}},` +
+func (Read) Schema(tx *catalog.Texts) json.RawMessage {
+	return schema(tx, "read", `{"type":"object","properties":{`+
+		`"path":{"type":"string","description":$path},`+
+		`"offset":{"type":"integer","minimum":1,"description":$offset},`+
+		`"limit":{"type":"integer","minimum":1,"description":$limit},`+
+		`"byte_offset":{"type":"integer","minimum":0,"description":$byte_offset}},`+
 		`"required":["path"],"additionalProperties":false}`)
 }
 
@@ -57,11 +54,11 @@ func (Read) Schema() json.RawMessage {
 func (t Read) Call(ctx context.Context, env *Env, raw json.RawMessage) Result {
 	var a readArgs
 	if err := decode(raw, &a); err != nil {
-		return failure(t.Name(), err)
+		return env.fail(t.Name(), "", err)
 	}
 	res, err := t.read(env, a)
 	if err != nil {
-		return failure(t.Name(), err)
+		return env.fail(t.Name(), a.Path, err)
 	}
 	return res
 }
@@ -76,10 +73,10 @@ type readWindow struct {
 
 func (t Read) read(env *Env, a readArgs) (Result, error) {
 	if a.Path == "" {
-		return Result{}, errors.New("path is required")
+		return Result{}, fault("tools.err.path_required")
 	}
 	if a.Offset < 0 || a.Limit < 0 || a.ByteOffset < 0 {
-		return Result{}, errors.New("offset, limit and byte_offset must not be negative")
+		return Result{}, fault("tools.read.negative")
 	}
 	if a.Offset == 0 {
 		a.Offset = 1
@@ -89,7 +86,7 @@ func (t Read) read(env *Env, a readArgs) (Result, error) {
 	}
 	f, fi, err := env.WS.OpenRead(a.Path)
 	if errors.Is(err, workspace.ErrIsDir) {
-		return Result{}, fmt.Errorf("%s is a directory; list it with Glob (pattern %q)", a.Path, strings.TrimSuffix(a.Path, "/")+"/**")
+		return Result{}, fault("tools.read.is_dir", "path", quote(a.Path), "pattern", strconv.Quote(strings.TrimSuffix(a.Path, "/")+"/**"))
 	}
 	if err != nil {
 		return Result{}, err
@@ -97,25 +94,25 @@ func (t Read) read(env *Env, a readArgs) (Result, error) {
 	defer f.Close()
 	switch strings.ToLower(path.Ext(a.Path)) {
 	case ".docx", ".xlsx", ".pptx", ".pdf":
-		return Result{}, fmt.Errorf("%s is a document; read it with ReadDocument", a.Path)
+		return Result{}, fault("tools.read.document", "path", quote(a.Path))
 	}
 	budget := env.budget()
 	c := env.counter()
 	w, err := readLines(f, a, max(budget*bytesPerTokenCap, 4096))
 	if err != nil {
-		return Result{}, fmt.Errorf("read %s: %w", a.Path, err)
+		return Result{}, fmt.Errorf("read %s: %w", a.Path, err) // an I/O error
 	}
 	if len(w.data) == 0 {
 		if fi.Size() == 0 {
-			return Result{Text: "(empty file)"}, nil
+			return Result{Text: env.say("tools.read.empty")}, nil
 		}
 		if a.ByteOffset > 0 {
-			return Result{}, fmt.Errorf("byte_offset %d is at or past the end of %s (%d bytes)", a.ByteOffset, a.Path, fi.Size())
+			return Result{}, fault("tools.read.past_end_bytes", "offset", itoa(a.ByteOffset), "path", quote(a.Path), "size", itoa(fi.Size()))
 		}
-		return Result{}, fmt.Errorf("offset %d is past the end of %s (%d lines)", a.Offset, a.Path, w.firstLine-1)
+		return Result{}, fault("tools.read.past_end_lines", "offset", itoa(a.Offset), "path", quote(a.Path), "lines", itoa(w.firstLine-1))
 	}
 	if isBinary(w.data) {
-		return Result{}, fmt.Errorf("%s looks binary (it contains NUL bytes); use ReadImage for images, ReadDocument for documents, or Bash (e.g. `xxd %s | head`)", a.Path, a.Path)
+		return Result{}, fault("tools.read.binary", "path", quote(a.Path))
 	}
 
 	// Number the lines, remembering where each numbered line starts so a
@@ -151,19 +148,17 @@ func (t Read) read(env *Env, a readArgs) (Result, error) {
 			if kept >= len(text) {
 				next = last + 1
 			}
-			return fmt.Sprintf("\n[Read cut to fit the token budget: showed lines %d–%d of %s. Read on with offset=%d, or find what you need with Grep.]",
-				w.firstLine, next-1, a.Path, next)
+			return "\n" + env.say("tools.read.cut_lines", "from", itoa(w.firstLine), "to", itoa(next-1), "path", a.Path, "next", itoa(next))
 		}
 		raw := rawLen(w.data[w.lines[i]-w.lines[0]:], kept-content[i])
 		at := w.lines[i] + int64(raw)
-		return fmt.Sprintf("\n[Read cut to fit the token budget inside line %d of %s, at byte %d of %d. Read on with byte_offset=%d, or find what you need with Grep.]",
-			w.firstLine+i, a.Path, at, size, at)
+		return "\n" + env.say("tools.read.cut_inside", "line", itoa(w.firstLine+i), "path", a.Path, "at", itoa(at), "size", itoa(size))
 	}
 	if w.eof {
 		out, _ := head(text, budget, c, cutNote)
 		return Result{Text: out}, nil
 	}
-	more := fmt.Sprintf("[showed lines %d–%d of %s; more follows: read on with offset=%d]", w.firstLine, last, a.Path, last+1)
+	more := env.say("tools.read.more", "from", itoa(w.firstLine), "to", itoa(last), "path", a.Path, "next", itoa(last+1))
 	out, cut := head(text, budget-c.Count(more), c, cutNote)
 	if !cut {
 		out += more
@@ -297,3 +292,6 @@ func unwrapPath(err error) error {
 	}
 	return err
 }
+
+// itoa formats a number for a text.
+func itoa[T int | int64](n T) string { return strconv.FormatInt(int64(n), 10) }

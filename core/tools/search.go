@@ -9,11 +9,14 @@ import (
 	"io/fs"
 	"path"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/bmatcuk/doublestar/v4"
+
+	"github.com/baton-bot/baton/core/catalog"
 )
 
 // Search limits.
@@ -54,15 +57,12 @@ type globArgs struct {
 func (Glob) Name() string { return "Glob" }
 
 // Description implements Tool.
-func (Glob) Description() string {
-	return "List files in the workspace matching a glob pattern, e.g. `input/**/*.csv` or `output/*`. " +
-		"`**` matches any number of folders. Folders are listed with a trailing /. Results are sorted and capped."
-}
+func (Glob) Description(tx *catalog.Texts) string { return tx.Text("tools.glob.description") }
 
 // Schema implements Tool.
-func (Glob) Schema() json.RawMessage {
-	return json.RawMessage(`{"type":"object","properties":{` +
-		`"pattern":{"type":"string","description":"glob relative to the workspace; ** matches across folders"}},` +
+func (Glob) Schema(tx *catalog.Texts) json.RawMessage {
+	return schema(tx, "glob", `{"type":"object","properties":{`+
+		`"pattern":{"type":"string","description":$pattern}},`+
 		`"required":["pattern"],"additionalProperties":false}`)
 }
 
@@ -70,42 +70,42 @@ func (Glob) Schema() json.RawMessage {
 func (t Glob) Call(ctx context.Context, env *Env, raw json.RawMessage) Result {
 	var a globArgs
 	if err := decode(raw, &a); err != nil {
-		return failure(t.Name(), err)
+		return env.fail(t.Name(), "", err)
 	}
 	sctx, cancel := context.WithTimeout(ctx, searchTimeout(t.Timeout))
 	defer cancel()
 	matches, more, err := glob(sctx, env, a.Pattern)
 	stopped := timedOut(ctx, err)
 	if err != nil && !stopped {
-		return failure(t.Name(), err)
+		return env.fail(t.Name(), globBase(a.Pattern), err)
 	}
 	if len(matches) == 0 && !stopped {
-		return Result{Text: fmt.Sprintf("No paths match %s", a.Pattern)}
+		return Result{Text: env.say("tools.glob.none", "pattern", a.Pattern)}
 	}
 	text := strings.Join(matches, "\n")
 	switch {
 	case stopped:
-		text += fmt.Sprintf("\n[Glob stopped after %s, before it had looked at every path; narrow the pattern]", seconds(searchTimeout(t.Timeout)))
+		text += "\n" + env.say("tools.glob.stopped", "limit", seconds(env.texts(), searchTimeout(t.Timeout)))
 	case more > 0:
-		text += fmt.Sprintf("\n[… and %d more; narrow the pattern]", more)
+		text += "\n" + env.say("tools.glob.more", "n", itoa(more))
 	}
 	text = strings.TrimPrefix(text, "\n")
 	out, _ := head(text, env.budget(), env.counter(), func(kept int) string {
-		return "\n[Glob output cut to fit the token budget; narrow the pattern]"
+		return "\n" + env.say("tools.glob.cut")
 	})
 	return Result{Text: out}
 }
 
 func glob(ctx context.Context, env *Env, pattern string) ([]string, int, error) {
 	if pattern == "" {
-		return nil, 0, errors.New("pattern is required")
+		return nil, 0, fault("tools.err.pattern_required")
 	}
 	if strings.HasPrefix(pattern, "/") {
-		return nil, 0, errors.New("absolute patterns point outside the workspace; use a pattern relative to it, e.g. input/**/*.txt")
+		return nil, 0, fault("tools.glob.absolute")
 	}
 	pattern = path.Clean(pattern)
 	if !doublestar.ValidatePattern(pattern) {
-		return nil, 0, fmt.Errorf("invalid pattern %q", pattern)
+		return nil, 0, fault("tools.glob.invalid", "pattern", strconv.Quote(pattern))
 	}
 	base, rest := doublestar.SplitPattern(pattern)
 	if _, err := env.WS.Resolve(base); err != nil {
@@ -207,20 +207,16 @@ type grepArgs struct {
 func (Grep) Name() string { return "Grep" }
 
 // Description implements Tool.
-func (Grep) Description() string {
-	return "Search file contents in the workspace with a regular expression (RE2 syntax). Prints " +
-		"`path:line:text` per match and `path-line-text` for context lines. Binary files and .git are " +
-		"skipped. Narrow with path (a file or folder) and glob (e.g. `*.go`, or `src/**/*.ts`)."
-}
+func (Grep) Description(tx *catalog.Texts) string { return tx.Text("tools.grep.description") }
 
 // Schema implements Tool.
-func (Grep) Schema() json.RawMessage {
-	return json.RawMessage(`{"type":"object","properties":{` +
-		`"pattern":{"type":"string","description":"RE2 regular expression"},` +
-		`"path":{"type":"string","description":"file or folder to search, relative to the workspace (default: the whole workspace)"},` +
-		`"glob":{"type":"string","description":"only files matching this glob; without a / it matches the file name"},` +
-		`"ignore_case":{"type":"boolean","description":"case-insensitive match"},` +
-		`"context":{"type":"integer","minimum":0,"maximum":20,"description":"lines of context before and after each match"}},` +
+func (Grep) Schema(tx *catalog.Texts) json.RawMessage {
+	return schema(tx, "grep", `{"type":"object","properties":{`+
+		`"pattern":{"type":"string","description":$pattern},`+
+		`"path":{"type":"string","description":$path},`+
+		`"glob":{"type":"string","description":$glob},`+
+		`"ignore_case":{"type":"boolean","description":$ignore_case},`+
+		`"context":{"type":"integer","minimum":0,"maximum":20,"description":$context}},`+
 		`"required":["pattern"],"additionalProperties":false}`)
 }
 
@@ -228,26 +224,25 @@ func (Grep) Schema() json.RawMessage {
 func (t Grep) Call(ctx context.Context, env *Env, raw json.RawMessage) Result {
 	var a grepArgs
 	if err := decode(raw, &a); err != nil {
-		return failure(t.Name(), err)
+		return env.fail(t.Name(), "", err)
 	}
 	sctx, cancel := context.WithTimeout(ctx, searchTimeout(t.Timeout))
 	defer cancel()
 	text, err := grep(sctx, env, a)
 	if timedOut(ctx, err) {
-		text = strings.TrimPrefix(text+fmt.Sprintf("\n[Grep stopped after %s, before it had searched every file; narrow it with path, glob or a more specific pattern]",
-			seconds(searchTimeout(t.Timeout))), "\n")
+		text = strings.TrimPrefix(text+"\n"+env.say("tools.grep.stopped", "limit", seconds(env.texts(), searchTimeout(t.Timeout))), "\n")
 	} else if err != nil {
-		return failure(t.Name(), err)
+		return env.fail(t.Name(), a.Path, err)
 	}
 	out, _ := head(text, env.budget(), env.counter(), func(kept int) string {
-		return "\n[Grep output cut to fit the token budget; narrow it with path, glob or a more specific pattern]"
+		return "\n" + env.say("tools.grep.cut")
 	})
 	return Result{Text: out}
 }
 
 func grep(ctx context.Context, env *Env, a grepArgs) (string, error) {
 	if a.Pattern == "" {
-		return "", errors.New("pattern is required")
+		return "", fault("tools.err.pattern_required")
 	}
 	expr := a.Pattern
 	if a.IgnoreCase {
@@ -255,10 +250,10 @@ func grep(ctx context.Context, env *Env, a grepArgs) (string, error) {
 	}
 	re, err := regexp.Compile(expr)
 	if err != nil {
-		return "", fmt.Errorf("invalid pattern (RE2 syntax): %w", err)
+		return "", fault("tools.grep.invalid_pattern", "err", err.Error())
 	}
 	if a.Glob != "" && !doublestar.ValidatePattern(a.Glob) {
-		return "", fmt.Errorf("invalid glob %q", a.Glob)
+		return "", fault("tools.grep.invalid_glob", "glob", strconv.Quote(a.Glob))
 	}
 	a.Context = min(max(a.Context, 0), maxGrepContext)
 	fi, err := env.WS.Stat(a.Path)
@@ -327,15 +322,15 @@ func grep(ctx context.Context, env *Env, a grepArgs) (string, error) {
 	}
 	if matches == 0 {
 		if errors.Is(err, errReadLimit) {
-			return fmt.Sprintf("No matches for %s in the first %d MB of files; narrow the search with path or glob", a.Pattern, maxGrepBytes>>20), nil
+			return env.say("tools.grep.none_read_limit", "pattern", a.Pattern, "mb", itoa(maxGrepBytes>>20)), nil
 		}
-		return fmt.Sprintf("No matches for %s", a.Pattern), nil
+		return env.say("tools.grep.none", "pattern", a.Pattern), nil
 	}
 	switch {
 	case errors.Is(err, errReadLimit):
-		fmt.Fprintf(&out, "[stopped after reading %d MB of files; narrow the search with path or glob]", maxGrepBytes>>20)
+		out.WriteString(env.say("tools.grep.read_limit", "mb", itoa(maxGrepBytes>>20)))
 	case errors.Is(err, errWalkLimit):
-		fmt.Fprintf(&out, "[stopped after %d matches; narrow the search with path, glob or a more specific pattern]", matches)
+		out.WriteString(env.say("tools.grep.match_limit", "n", itoa(matches)))
 	}
 	return strings.TrimSuffix(out.String(), "\n"), nil
 }
@@ -393,6 +388,13 @@ func clip(s string) string {
 		n--
 	}
 	return displayable(s[:n]) + "…"
+}
+
+// globBase is the part of a pattern before its first wildcard: the path
+// an error about the pattern is about.
+func globBase(pattern string) string {
+	base, _ := doublestar.SplitPattern(path.Clean(pattern))
+	return base
 }
 
 // searchTimeout is a Glob or Grep call's time limit.

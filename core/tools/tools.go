@@ -7,6 +7,11 @@
 // tool never returns a Go error: failures, bad arguments and panics become
 // a Result with IsError set, which the agent loop sends back to the model.
 // Call tools through Safe so that a panic cannot crash a worker.
+//
+// What a tool says — its description, its parameters' descriptions, the
+// notes on cut results and its errors — comes from the catalogue's tools
+// section (core/catalog/*/tools.yaml) in the locale of the *catalog.Texts
+// the caller passes (Description, Schema and Env.Texts; nil is English).
 package tools
 
 import (
@@ -15,11 +20,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"path"
+	"regexp"
 	"runtime/debug"
 	"slices"
 	"sort"
+	"strings"
 
+	"github.com/baton-bot/baton/core/catalog"
 	"github.com/baton-bot/baton/core/tokens"
 	"github.com/baton-bot/baton/core/workspace"
 )
@@ -29,10 +39,12 @@ import (
 // are Results with IsError) and should not panic (Safe recovers if it does).
 type Tool interface {
 	Name() string
-	// Description tells the model what the tool does and when to use it.
-	Description() string
-	// Schema is the JSON Schema of the arguments object.
-	Schema() json.RawMessage
+	// Description tells the model what the tool does and when to use it,
+	// in tx's locale (nil: English).
+	Description(tx *catalog.Texts) string
+	// Schema is the JSON Schema of the arguments object, its descriptions
+	// in tx's locale (nil: English).
+	Schema(tx *catalog.Texts) json.RawMessage
 	Call(ctx context.Context, env *Env, args json.RawMessage) Result
 }
 
@@ -47,6 +59,8 @@ type Env struct {
 	Network bool
 	Tokens  tokens.Counter
 	Logger  *slog.Logger
+	// Texts words the results: notes and errors (nil: English).
+	Texts *catalog.Texts
 }
 
 func (e *Env) budget() int {
@@ -54,6 +68,19 @@ func (e *Env) budget() int {
 		return MinBudget
 	}
 	return e.TokenizerBudget
+}
+
+// texts returns the catalogue the results are worded in.
+func (e *Env) texts() *catalog.Texts {
+	if e == nil {
+		return nil
+	}
+	return e.Texts
+}
+
+// say returns the tools text key filled with vars, in the call's locale.
+func (e *Env) say(key string, vars ...string) string {
+	return e.texts().Fill(key, vars...)
 }
 
 func (e *Env) counter() tokens.Counter {
@@ -64,7 +91,7 @@ func (e *Env) counter() tokens.Counter {
 }
 
 func (e *Env) logger() *slog.Logger {
-	if e.Logger == nil {
+	if e == nil || e.Logger == nil {
 		return slog.New(slog.DiscardHandler)
 	}
 	return e.Logger
@@ -83,13 +110,84 @@ type Result struct {
 	IsError bool
 }
 
-// Errorf builds an error result.
-func Errorf(format string, args ...any) Result {
-	return Result{Text: fmt.Sprintf(format, args...), IsError: true}
+// textError is a failure worded in the catalogue: the text key filled
+// with vars. Its Error is the English text, for logs; results say it in
+// the call's locale (Env.fail).
+type textError struct {
+	key  string
+	vars []string
 }
 
-func failure(tool string, err error) Result {
-	return Result{Text: tool + ": " + err.Error(), IsError: true}
+func (e *textError) Error() string { return (*catalog.Texts)(nil).Fill(e.key, e.vars...) }
+
+// fault returns the failure the catalogue's text key says, filled with
+// vars (name, value, …).
+func fault(key string, vars ...string) error { return &textError{key: key, vars: vars} }
+
+// fail builds the error result of tool for err, about the path rel the
+// call named ("" when none).
+func (e *Env) fail(tool, rel string, err error) Result {
+	return Result{Text: tool + ": " + e.explain(rel, err), IsError: true}
+}
+
+// explain words err in the call's locale: a textError as the catalogue
+// says it, the workspace's refusals (outside, logs/ read-only, not a
+// regular file, …), a missing file and the end of the call's context by
+// their catalogue texts about rel; anything else (an I/O error) as Go
+// words it.
+func (e *Env) explain(rel string, err error) string {
+	var te *textError
+	p := quote(rel)
+	switch {
+	case errors.As(err, &te):
+		return e.say(te.key, te.vars...)
+	case errors.Is(err, context.Canceled):
+		return e.say("tools.err.cancelled")
+	case errors.Is(err, context.DeadlineExceeded):
+		return e.say("tools.err.deadline")
+	case errors.Is(err, workspace.ErrOutside):
+		clean := path.Clean(rel)
+		switch {
+		case path.IsAbs(rel):
+			return e.say("tools.err.outside_absolute", "path", p)
+		case clean == ".." || strings.HasPrefix(clean, "../"):
+			return e.say("tools.err.outside_climbs", "path", p)
+		}
+		return e.say("tools.err.outside_link", "path", p)
+	case errors.Is(err, workspace.ErrReadOnly):
+		return e.say("tools.err.read_only", "path", p)
+	case errors.Is(err, workspace.ErrNotRegular):
+		return e.say("tools.err.not_regular", "path", p)
+	case errors.Is(err, workspace.ErrIsDir):
+		return e.say("tools.err.is_dir", "path", p)
+	case errors.Is(err, fs.ErrNotExist):
+		return e.say("tools.err.not_found", "path", p)
+	case errors.Is(err, fs.ErrPermission):
+		return e.say("tools.err.permission", "path", p)
+	}
+	return err.Error()
+}
+
+// quote shows a path the model named: as it is when it is plain, quoted
+// when it holds spaces, quotes or control characters (or is empty).
+func quote(s string) string {
+	if s != "" && !strings.ContainsFunc(s, func(r rune) bool { return r <= ' ' || r == '"' || r == 0x7f }) {
+		return s
+	}
+	return fmt.Sprintf("%q", s)
+}
+
+// param matches a $name placeholder of a schema template.
+var param = regexp.MustCompile(`\$([a-z_]+)`)
+
+// schema fills the JSON Schema template tmpl of tool (its Name in lower
+// case: "read") with the descriptions of its parameters: each $name
+// becomes the JSON string of the catalogue's "tools.<tool>.param.<name>".
+func schema(tx *catalog.Texts, tool, tmpl string) json.RawMessage {
+	return json.RawMessage(param.ReplaceAllStringFunc(tmpl, func(m string) string {
+		b, _ := json.Marshal(tx.Text("tools." + tool + ".param." + m[1:]))
+		return string(b)
+	}))
 }
 
 // Token budget limits (SPEC §8), in the model's tokens.
@@ -132,14 +230,14 @@ func Safe(ctx context.Context, t Tool, env *Env, args json.RawMessage) (res Resu
 	defer func() {
 		if p := recover(); p != nil {
 			env.logger().Error("tool panicked", "tool", name, "panic", p, "stack", string(debug.Stack()))
-			res = Errorf("%s failed with an internal error; the details are in Baton's log", name)
+			res = Result{Text: env.say("tools.err.internal", "tool", name), IsError: true}
 		}
 	}()
 	if env == nil || env.WS == nil {
-		return Errorf("%s: no workspace for this call", name)
+		return env.fail(name, "", fault("tools.err.no_workspace"))
 	}
 	if err := ctx.Err(); err != nil {
-		return failure(name, err)
+		return env.fail(name, "", err)
 	}
 	return t.Call(ctx, env, args)
 }
@@ -154,10 +252,10 @@ func decode(args json.RawMessage, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(args))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("invalid arguments: %w", err)
+		return fault("tools.err.invalid_arguments", "err", err.Error())
 	}
 	if dec.More() {
-		return errors.New("invalid arguments: trailing data after the JSON object")
+		return fault("tools.err.trailing_data")
 	}
 	return nil
 }

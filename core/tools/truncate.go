@@ -1,10 +1,10 @@
 package tools
 
 import (
-	"fmt"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/baton-bot/baton/core/catalog"
 	"github.com/baton-bot/baton/core/tokens"
 )
 
@@ -26,18 +26,19 @@ const (
 const bytesPerTokenCap = 8
 
 // Truncate returns text unchanged (cut false) when it fits budgetTokens, and
-// otherwise a shortened text with a note saying how much was cut (cut true).
+// otherwise a shortened text with a note, in tx's locale (nil: English),
+// saying how much was cut (cut true).
 // The result never counts more than budgetTokens with c, and it is valid
 // UTF-8 whenever text is. Cuts fall on line boundaries when that keeps at
 // least half of what fits, else on rune boundaries.
-func Truncate(text string, budgetTokens int, mode Mode, c tokens.Counter) (string, bool) {
+func Truncate(text string, budgetTokens int, mode Mode, c tokens.Counter, tx *catalog.Texts) (string, bool) {
 	if mode == HeadTail {
 		return headTail(text, budgetTokens, c, false, func(cut int) string {
-			return fmt.Sprintf("\n[… %d bytes cut from the middle …]\n", cut)
+			return "\n" + tx.Fill("tools.truncate.cut_middle", "n", itoa(cut)) + "\n"
 		})
 	}
 	return head(text, budgetTokens, c, func(kept int) string {
-		return fmt.Sprintf("\n[output cut: showing the first %d of %d bytes]", kept, len(text))
+		return "\n" + tx.Fill("tools.truncate.cut_head", "kept", itoa(kept), "total", itoa(len(text)))
 	})
 }
 

@@ -49,13 +49,13 @@ func TestTruncate(t *testing.T) {
 	oneLine := strings.Repeat("日本語のテキストと English words mixed; ", 3000)
 
 	t.Run("fits unchanged", func(t *testing.T) {
-		got, cut := Truncate("hello\nworld\n", 100, Head, c)
+		got, cut := Truncate("hello\nworld\n", 100, Head, c, nil)
 		if cut || got != "hello\nworld\n" {
 			t.Errorf("got %q, %v", got, cut)
 		}
 	})
 	t.Run("head on a line boundary", func(t *testing.T) {
-		got, cut := Truncate(manyLines, 500, Head, c)
+		got, cut := Truncate(manyLines, 500, Head, c, nil)
 		if !cut || c.Count(got) > 500 {
 			t.Fatalf("cut=%v tokens=%d", cut, c.Count(got))
 		}
@@ -68,7 +68,7 @@ func TestTruncate(t *testing.T) {
 		}
 	})
 	t.Run("head inside a long line, UTF-8 safe", func(t *testing.T) {
-		got, cut := Truncate(oneLine, 300, Head, c)
+		got, cut := Truncate(oneLine, 300, Head, c, nil)
 		if !cut || c.Count(got) > 300 || !utf8.ValidString(got) {
 			t.Fatalf("cut=%v tokens=%d valid=%v", cut, c.Count(got), utf8.ValidString(got))
 		}
@@ -79,7 +79,7 @@ func TestTruncate(t *testing.T) {
 	})
 	t.Run("head and tail", func(t *testing.T) {
 		text := "FIRST LINE\n" + manyLines + "LAST LINE\n"
-		got, cut := Truncate(text, 600, HeadTail, c)
+		got, cut := Truncate(text, 600, HeadTail, c, nil)
 		if !cut || c.Count(got) > 600 {
 			t.Fatalf("cut=%v tokens=%d", cut, c.Count(got))
 		}
@@ -102,7 +102,7 @@ func FuzzTruncate(f *testing.F) {
 		if tail {
 			mode = HeadTail
 		}
-		got, cut := Truncate(text, b, mode, c)
+		got, cut := Truncate(text, b, mode, c, nil)
 		if n := c.Count(got); n > b {
 			t.Fatalf("result has %d tokens, budget %d", n, b)
 		}

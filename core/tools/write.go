@@ -3,9 +3,9 @@ package tools
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"strings"
+
+	"github.com/baton-bot/baton/core/catalog"
 )
 
 // Write creates or replaces a file, creating its folders. It refuses logs/.
@@ -20,16 +20,13 @@ type writeArgs struct {
 func (Write) Name() string { return "Write" }
 
 // Description implements Tool.
-func (Write) Description() string {
-	return "Create or overwrite a file in the workspace with the given content; missing folders are created. " +
-		"Put files meant for the person in output/. logs/ is read-only."
-}
+func (Write) Description(tx *catalog.Texts) string { return tx.Text("tools.write.description") }
 
 // Schema implements Tool.
-func (Write) Schema() json.RawMessage {
-	return json.RawMessage(`{"type":"object","properties":{` +
-		`"path":{"type":"string","description":"file path relative to the workspace, e.g. output/report.md"},` +
-		`"content":{"type":"string","description":"the whole new content of the file"}},` +
+func (Write) Schema(tx *catalog.Texts) json.RawMessage {
+	return schema(tx, "write", `{"type":"object","properties":{`+
+		`"path":{"type":"string","description":$path},`+
+		`"content":{"type":"string","description":$content}},`+
 		`"required":["path","content"],"additionalProperties":false}`)
 }
 
@@ -37,19 +34,19 @@ func (Write) Schema() json.RawMessage {
 func (t Write) Call(ctx context.Context, env *Env, raw json.RawMessage) Result {
 	var a writeArgs
 	if err := decode(raw, &a); err != nil {
-		return failure(t.Name(), err)
+		return env.fail(t.Name(), "", err)
 	}
 	if a.Path == "" {
-		return Errorf("Write: path is required")
+		return env.fail(t.Name(), "", fault("tools.err.path_required"))
 	}
 	p, err := env.WS.ResolveWrite(a.Path)
 	if err != nil {
-		return failure(t.Name(), err)
+		return env.fail(t.Name(), a.Path, err)
 	}
 	if err := env.WS.WriteFile(a.Path, []byte(a.Content)); err != nil {
-		return failure(t.Name(), err)
+		return env.fail(t.Name(), a.Path, err)
 	}
-	return Result{Text: fmt.Sprintf("Wrote %d bytes to %s", len(a.Content), env.WS.Rel(p))}
+	return Result{Text: env.say("tools.write.done", "n", itoa(len(a.Content)), "path", env.WS.Rel(p))}
 }
 
 // Edit replaces text in a file: old_string must occur exactly once unless
@@ -67,19 +64,15 @@ type editArgs struct {
 func (Edit) Name() string { return "Edit" }
 
 // Description implements Tool.
-func (Edit) Description() string {
-	return "Replace old_string with new_string in a file. old_string must match the file exactly (whitespace " +
-		"included, without Read's line numbers) and occur exactly once, unless replace_all is true. " +
-		"To create a file use Write."
-}
+func (Edit) Description(tx *catalog.Texts) string { return tx.Text("tools.edit.description") }
 
 // Schema implements Tool.
-func (Edit) Schema() json.RawMessage {
-	return json.RawMessage(`{"type":"object","properties":{` +
-		`"path":{"type":"string","description":"file path relative to the workspace"},` +
-		`"old_string":{"type":"string","description":"exact text to replace"},` +
-		`"new_string":{"type":"string","description":"replacement text"},` +
-		`"replace_all":{"type":"boolean","description":"replace every occurrence (default false)"}},` +
+func (Edit) Schema(tx *catalog.Texts) json.RawMessage {
+	return schema(tx, "edit", `{"type":"object","properties":{`+
+		`"path":{"type":"string","description":$path},`+
+		`"old_string":{"type":"string","description":$old_string},`+
+		`"new_string":{"type":"string","description":$new_string},`+
+		`"replace_all":{"type":"boolean","description":$replace_all}},`+
 		`"required":["path","old_string","new_string"],"additionalProperties":false}`)
 }
 
@@ -87,23 +80,23 @@ func (Edit) Schema() json.RawMessage {
 func (t Edit) Call(ctx context.Context, env *Env, raw json.RawMessage) Result {
 	var a editArgs
 	if err := decode(raw, &a); err != nil {
-		return failure(t.Name(), err)
+		return env.fail(t.Name(), "", err)
 	}
 	n, err := t.edit(env, a)
 	if err != nil {
-		return failure(t.Name(), err)
+		return env.fail(t.Name(), a.Path, err)
 	}
-	return Result{Text: fmt.Sprintf("Edited %s: replaced %d occurrence(s)", a.Path, n)}
+	return Result{Text: env.say("tools.edit.done", "path", a.Path, "n", itoa(n))}
 }
 
 func (t Edit) edit(env *Env, a editArgs) (int, error) {
 	switch {
 	case a.Path == "":
-		return 0, errors.New("path is required")
+		return 0, fault("tools.err.path_required")
 	case a.OldString == "":
-		return 0, errors.New("old_string is empty; to create or overwrite a file use Write")
+		return 0, fault("tools.edit.empty_old")
 	case a.OldString == a.NewString:
-		return 0, errors.New("old_string and new_string are the same; nothing to change")
+		return 0, fault("tools.edit.same")
 	}
 	if _, err := env.WS.ResolveWrite(a.Path); err != nil {
 		return 0, err
@@ -116,9 +109,9 @@ func (t Edit) edit(env *Env, a editArgs) (int, error) {
 	n := strings.Count(s, a.OldString)
 	switch {
 	case n == 0:
-		return 0, fmt.Errorf("old_string was not found in %s; Read the file and copy the text exactly (whitespace and line breaks included, without line numbers)", a.Path)
+		return 0, fault("tools.edit.not_found", "path", quote(a.Path))
 	case n > 1 && !a.ReplaceAll:
-		return 0, fmt.Errorf("old_string occurs %d times in %s; include more surrounding lines to make it unique, or set replace_all to true", n, a.Path)
+		return 0, fault("tools.edit.not_unique", "n", itoa(n), "path", quote(a.Path))
 	}
 	if a.ReplaceAll {
 		s = strings.ReplaceAll(s, a.OldString, a.NewString)
