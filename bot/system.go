@@ -73,7 +73,10 @@ type systemOptions struct {
 // deliver starts a deliverer of platform's outbox through poster, until ctx
 // ends; the conversation service wakes it whenever it writes.
 func (s *system) deliver(ctx context.Context, platform core.Platform, poster chat.Poster) *outbox.Deliverer {
-	d := outbox.New(s.store, platform, poster, outbox.Config{Split: chattext.Split, Logger: s.log.With("platform", string(platform))})
+	d := outbox.New(s.store, platform, poster, outbox.Config{
+		Split: chattext.Split, Logger: s.log.With("platform", string(platform)),
+		MaxFileBytes: s.cfg.Files.MaxBytes, Locale: s.cfg.Locale,
+	})
 	s.mu.Lock()
 	s.deliverers = append(s.deliverers, d)
 	s.mu.Unlock()

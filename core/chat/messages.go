@@ -1,6 +1,11 @@
 package chat
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/baton-bot/baton/core/chattext"
+	"github.com/dustin/go-humanize"
+)
 
 // texts are the bot's own words, by locale (en, ja). {name} placeholders
 // are filled by say.
@@ -41,6 +46,7 @@ var texts = map[string]map[string]string{
 		"file_not_saved":     "saving it in the task's input/ folder failed",
 		"sticker":            "[sticker: {name}]",
 		"slash_other":        "This app answers `{command}` only; `{other}` is not one of its commands.",
+		"upload_too_large":   "{file} ({size}) is over the {limit} upload limit and was not sent; it stays in the task's workspace.",
 		"empty_request":      "(The message has no text: the person only mentioned Baton or only attached files. Look at the conversation and input/ to see what they need; ask if it is unclear.)",
 	},
 	"ja": {
@@ -79,6 +85,7 @@ var texts = map[string]map[string]string{
 		"file_not_saved":     "タスクの input/ フォルダーへの保存に失敗しました",
 		"sticker":            "[スタンプ: {name}]",
 		"slash_other":        "このアプリが答えるのは `{command}` だけです。`{other}` はこのアプリのコマンドではありません。",
+		"upload_too_large":   "{file}（{size}）はアップロードの上限 {limit} を超えるため送りませんでした。タスクのワークスペースに残っています。",
 		"empty_request":      "（メッセージに本文がありません。Baton へのメンションだけ、またはファイルの添付だけです。やり取りと input/ を見て必要なことを判断し、不明なら質問してください。）",
 	},
 }
@@ -88,6 +95,16 @@ var texts = map[string]map[string]string{
 // command that is not Baton's). An unknown locale or key falls back to
 // English, and an unknown key to "".
 func Say(locale, key string, pairs ...string) string { return say(locale, key, pairs...) }
+
+// UploadTooLarge is the note that tells a thread the file at rel (a path
+// relative to the task's workspace, e.g. output/big.bin) of size bytes was
+// not uploaded because it is over the limit of files.max_bytes. Sizes are
+// shown in SI units ("39 MB"), as files.max_bytes is written; the path is
+// made inert and one line (chattext.NeutralizeName).
+func UploadTooLarge(locale, rel string, size, limit int64) string {
+	return say(locale, "upload_too_large", "file", chattext.NeutralizeName(rel, chattext.Plain),
+		"size", humanize.Bytes(uint64(max(size, 0))), "limit", humanize.Bytes(uint64(max(limit, 0))))
+}
 
 // say returns text key in locale with {name} placeholders filled from
 // pairs (name, value, name, value, …).
