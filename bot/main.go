@@ -387,6 +387,10 @@ func (m *Main) worker(ctx context.Context, args []string) error {
 		return m.systemErr("worker", err)
 	}
 	defer sys.Close()
+	// A worker has nothing to do without its queue: it waits for Redis.
+	if _, err := sys.connectQueue(ctx); err != nil {
+		return err
+	}
 	m.Logger.Info("worker started", "concurrency", m.Config.Workers.Concurrency)
 	recDone := make(chan struct{})
 	go func() {

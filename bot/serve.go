@@ -103,21 +103,35 @@ func (m *Main) serveAll(ctx context.Context, cmd string, workers bool) error {
 	var wg sync.WaitGroup
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
+	// What needs the queue starts once it answers. Until then HTTP and the
+	// adapters take requests (/readyz says the queue is not answering);
+	// the jobs they store wait in the store and are dispatched when Redis
+	// answers.
 	poolDone := make(chan struct{})
-	if workers {
-		wg.Add(2)
-		go func() {
-			defer wg.Done()
-			_ = sys.rec.Run(workCtx)
-		}()
-		go func() {
-			defer wg.Done()
-			defer close(poolDone)
-			_ = sys.pool.Run(runCtx) // graceful once runCtx ends
-		}()
-	} else {
-		close(poolDone)
-	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(poolDone)
+		waited, err := sys.connectQueue(runCtx)
+		if err != nil {
+			m.Logger.Warn("stopping before the queue answered", "queue", sys.queueName, "err", err)
+			return
+		}
+		if waited {
+			// Enqueueing the jobs stored while Redis was down failed:
+			// dispatch them now rather than at a reconciler's pass.
+			if n, err := sys.rec.Recover(workCtx); err != nil {
+				m.Logger.Warn("dispatching the jobs stored while Redis was down failed; the reconciler retries", "err", err)
+			} else if n > 0 {
+				m.Logger.Info("dispatched the jobs stored while Redis was down", "jobs", n)
+			}
+		}
+		if !workers {
+			return
+		}
+		wg.Go(func() { _ = sys.rec.Run(workCtx) })
+		_ = sys.pool.Run(runCtx) // graceful once runCtx ends
+	}()
 	httpErr := make(chan error, 1)
 	go func() { httpErr <- srv.Serve(ln) }()
 	nWorkers := 0
@@ -343,7 +357,7 @@ func (s *system) opsRoutes(live context.Context, mux *http.ServeMux) {
 			return
 		}
 		if err := s.queue.Ping(rctx); err != nil {
-			http.Error(w, "queue: unreachable", http.StatusServiceUnavailable)
+			http.Error(w, "queue: "+s.queueName+" is not answering", http.StatusServiceUnavailable)
 			return
 		}
 		for name, check := range s.ready {

@@ -41,6 +41,14 @@ type system struct {
 	store    *sqlite.Store
 	queue    core.Queue
 	embedded bool // the queue is the in-process one, its store's only queue
+
+	// queueName names the queue for people: "Redis at host:port" or "the
+	// in-process queue".
+	queueName string
+	// redis is the Redis client of the queue; nil for the in-process one.
+	redis     *redis.Client
+	redisAddr string
+
 	pieces   *piece.Library
 	engine   *engine.Engine
 	pool     *worker.Pool
@@ -73,7 +81,10 @@ type systemOptions struct {
 // deliver starts a deliverer of platform's outbox through poster, until ctx
 // ends; the conversation service wakes it whenever it writes.
 func (s *system) deliver(ctx context.Context, platform core.Platform, poster chat.Poster) *outbox.Deliverer {
-	d := outbox.New(s.store, platform, poster, outbox.Config{Split: chattext.Split, Logger: s.log.With("platform", string(platform))})
+	d := outbox.New(s.store, platform, poster, outbox.Config{
+		Split: chattext.Split, Logger: s.log.With("platform", string(platform)),
+		MaxFileBytes: s.cfg.Files.MaxBytes, Locale: s.cfg.Locale,
+	})
 	s.mu.Lock()
 	s.deliverers = append(s.deliverers, d)
 	s.mu.Unlock()
@@ -303,15 +314,18 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger, opts systemOpt
 	qopts := queue.Options{Lease: cfg.Queue.Lease, Logger: log}
 	if opts.embedded || cfg.Redis.URL == "" {
 		mem := queue.NewMemory(qopts)
-		sys.queue, sys.embedded = mem, true
+		sys.queue, sys.embedded, sys.queueName = mem, true, "the in-process queue"
 		sys.closers = append(sys.closers, mem.Close)
 	} else {
-		rq, closeRedis, err := openRedis(ctx, cfg.Redis.URL, qopts)
+		// Redis is not asked anything yet: connectQueue waits for it, so
+		// that what needs no queue (HTTP, the adapters) starts without it.
+		rq, client, err := newRedisQueue(cfg.Redis.URL, qopts)
 		if err != nil {
 			return nil, err
 		}
-		sys.queue = rq
-		sys.closers = append(sys.closers, closeRedis)
+		sys.queue, sys.redis, sys.redisAddr = rq, client, client.Options().Addr
+		sys.queueName = "Redis at " + sys.redisAddr
+		sys.closers = append(sys.closers, client.Close)
 	}
 	var observer engine.Observer
 	var notifier worker.Notifier
@@ -374,10 +388,9 @@ func (s *system) recoverJobs(ctx context.Context) error {
 	return nil
 }
 
-// openRedis connects to Redis, retrying with backoff until it answers or
-// ctx ends: a Redis that is still starting is waited for, never replaced by
-// the in-process queue.
-func openRedis(ctx context.Context, rawURL string, opts queue.Options) (*queue.Redis, func() error, error) {
+// newRedisQueue returns the queue on the Redis rawURL names, asking Redis
+// nothing: connectQueue waits for it to answer.
+func newRedisQueue(rawURL string, opts queue.Options) (*queue.Redis, *redis.Client, error) {
 	ropts, err := redis.ParseURL(rawURL)
 	if err != nil {
 		return nil, nil, &ConfigError{Key: "redis.url", Msg: "not a Redis URL: " + redactURL(rawURL)}
@@ -386,29 +399,43 @@ func openRedis(ctx context.Context, rawURL string, opts queue.Options) (*queue.R
 	// Baton retries the first contact itself, with a message each time.
 	ropts.DialerRetries = 1
 	client := redis.NewClient(ropts)
-	delay := 200 * time.Millisecond
-	for {
-		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err := client.Ping(pctx).Err()
-		cancel()
-		if err == nil {
-			break
-		}
-		opts.Logger.Warn("Redis is not answering; retrying", "addr", ropts.Addr, "err", err, "retry_in", delay)
-		select {
-		case <-ctx.Done():
-			client.Close()
-			return nil, nil, fmt.Errorf("connect to Redis at %s: %w", ropts.Addr, errors.Join(err, ctx.Err()))
-		case <-time.After(delay):
-		}
-		delay = min(2*delay, 10*time.Second)
-	}
 	q, err := queue.NewRedis(client, opts)
 	if err != nil {
 		client.Close()
 		return nil, nil, err
 	}
-	return q, client.Close, nil
+	return q, client, nil
+}
+
+// connectQueue waits until the queue answers, retrying Redis with backoff
+// until it answers or ctx ends: a Redis that is still starting is waited
+// for, never replaced by the in-process queue. It reports whether it had
+// to wait (Redis did not answer the first time); the in-process queue
+// answers at once.
+func (s *system) connectQueue(ctx context.Context) (waited bool, err error) {
+	if s.redis == nil {
+		return false, nil
+	}
+	delay := 200 * time.Millisecond
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := s.redis.Ping(pctx).Err()
+		cancel()
+		if err == nil {
+			if waited {
+				s.log.Info("Redis answers", "addr", s.redisAddr)
+			}
+			return waited, nil
+		}
+		waited = true
+		s.log.Warn("Redis is not answering; retrying", "addr", s.redisAddr, "err", err, "retry_in", delay)
+		select {
+		case <-ctx.Done():
+			return true, fmt.Errorf("connect to Redis at %s: %w", s.redisAddr, errors.Join(err, ctx.Err()))
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 10*time.Second)
+	}
 }
 
 // redisLogs sends go-redis's own log lines (dial failures, reconnects) to

@@ -40,7 +40,7 @@ func newWorldWith(t testing.TB, opts chattest.Options) *world {
 	sys := chattest.Start(t, opts)
 	f := newFakeSlack(t)
 	a, base := startHTTP(t, sys.Service, f, Config{})
-	d := outbox.New(sys.Store, core.PlatformSlack, a.Poster(), outbox.Config{Split: chattext.Split, Poll: 20 * time.Millisecond})
+	d := outbox.New(sys.Store, core.PlatformSlack, a.Poster(), outbox.Config{Split: chattext.Split, Poll: 20 * time.Millisecond, MaxFileBytes: opts.MaxFileBytes})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = d.Run(ctx) }()
@@ -367,6 +367,41 @@ func TestOutputUploadedIntoThread(t *testing.T) {
 		t.Errorf("uploaded %q, want %q", got, content)
 	}
 	w.waitPost("C1", root, "The report is attached.")
+}
+
+// TestOutputOverTheCapAndHostileNames: of the files the agent writes to
+// output/, the one over files.max_bytes is not uploaded and the thread is
+// told where it is; the one under it is uploaded under a name that pings
+// nobody and reads as stored.
+func TestOutputOverTheCapAndHostileNames(t *testing.T) {
+	const limit = 1000
+	w := newWorldWith(t, chattest.Options{MaxFileBytes: limit})
+	w.sys.LLM.Script(
+		llmtest.Call("Write", fmt.Sprintf(`{"path":"output/big.bin","content":%q}`, strings.Repeat("b", 39*limit))),
+		llmtest.Call("Write", `{"path":"output/<!channel> @everyone\u202egnp.md","content":"# Report"}`),
+		llmtest.Transition("COMPLETE", "The report is attached."),
+	)
+	const root = "1700000000.000100"
+	w.send(mentionEvent("Ev1", "U1", "<@UBATON> write the report", root, ""), "")
+	w.waitJob(root, core.JobSucceeded)
+	posts := w.waitPost("C1", root, "is over the 1.0 kB upload limit and was not sent")
+	if !slices.Contains(posts, "output/big.bin (39 kB) is over the 1.0 kB upload limit and was not sent; it stays in the task's workspace.") {
+		t.Errorf("no note naming output/big.bin among the posts:\n%s", strings.Join(posts, "\n"))
+	}
+	eventually(t, "the report shared", func() bool { return len(w.slack.recorded("files.completeUploadExternal")) > 0 })
+	const z = "\u200b"
+	if got := w.slack.recorded("files.getUploadURLExternal"); len(got) != 1 || got[0].Name != "@"+z+"channel @"+z+"everyonegnp.md" {
+		t.Errorf("files uploaded %+v, want only the report, named inertly", got)
+	}
+	ups := w.slack.recorded("files.completeUploadExternal")
+	if len(ups) != 1 || ups[0].Text != "output/@"+z+"channel @"+z+"everyonegnp.md" {
+		t.Errorf("files shared %+v, want one, its comment inert", ups)
+	}
+	if len(ups) == 1 {
+		if got := w.slack.file(ups[0].Name); got != "# Report" {
+			t.Errorf("uploaded %q, want the report", got)
+		}
+	}
 }
 
 // gated hands messages to svc once open is closed, saying on entered

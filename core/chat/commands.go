@@ -154,8 +154,11 @@ func (s *Service) retry(ctx context.Context, task core.Task, who Author) (Reply,
 		TaskID: task.ID, RetryOf: old.ID, Piece: old.Piece, Instruction: old.Instruction,
 		Movement: old.Movement, Lessons: old.Lessons, TriggerMsgID: old.TriggerMsgID,
 	})
-	if err != nil {
+	switch {
+	case err != nil && j.ID == 0:
 		return Reply{}, err
+	case err != nil: // stored, not queued: it waits for the queue, as a new request does
+		s.log.Warn("the job waits in the store until the queue answers", "job", j.ID, "task", task.ID, "err", err)
 	}
 	return Reply{Text: s.say("retry_started", "old", strconv.FormatInt(old.ID, 10), "job", strconv.FormatInt(j.ID, 10), "movement", old.Movement), Public: true}, nil
 }

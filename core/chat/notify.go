@@ -144,7 +144,10 @@ func (s *Service) Finishing(ctx context.Context, j core.Job, fin core.Finish) []
 
 // uploads lists the files the job wrote to output/ since it started. It
 // never follows a symlink, output/ itself included: a link to a host file
-// is not a file the job wrote.
+// is not a file the job wrote. A file over MaxFileBytes (files.max_bytes)
+// is not uploaded; one post after the uploads names each such file, its
+// size and the limit, so that the thread knows where it is. The deliverer
+// checks the size again when it sends, for a file that grew meanwhile.
 func (s *Service) uploads(task core.Task, j core.Job) []core.OutboxMessage {
 	ws, err := workspace.OpenExisting(task.Workspace)
 	if err != nil {
@@ -155,15 +158,21 @@ func (s *Service) uploads(task core.Task, j core.Job) []core.OutboxMessage {
 	}
 	defer ws.Close()
 	var msgs []core.OutboxMessage
+	var tooLarge []string
 	_ = ws.Walk(workspace.Output, func(p string, d fs.DirEntry, err error) error {
 		if p != workspace.Output && !strings.HasPrefix(p, workspace.Output+"/") {
 			return fs.SkipAll // output/ is a link to another folder
 		}
-		if err != nil || !d.Type().IsRegular() || len(msgs) >= maxUploads {
+		if err != nil || !d.Type().IsRegular() || len(msgs)+len(tooLarge) >= maxUploads {
 			return nil
 		}
 		info, err := d.Info()
 		if err != nil || (!j.StartedAt.IsZero() && info.ModTime().Before(j.StartedAt)) {
+			return nil
+		}
+		if limit := s.cfg.MaxFileBytes; limit > 0 && info.Size() > limit {
+			s.log.Info("an output file is over the upload limit", "task", task.ID, "job", j.ID, "file", p, "bytes", info.Size(), "limit", limit)
+			tooLarge = append(tooLarge, UploadTooLarge(s.cfg.Locale, p, info.Size(), limit))
 			return nil
 		}
 		msgs = append(msgs, core.OutboxMessage{Kind: core.OutboxUpload, Payload: Payload{
@@ -171,6 +180,9 @@ func (s *Service) uploads(task core.Task, j core.Job) []core.OutboxMessage {
 		}.Encode()})
 		return nil
 	})
+	if len(tooLarge) > 0 {
+		msgs = append(msgs, postMsg(strings.Join(tooLarge, "\n")))
+	}
 	return msgs
 }
 

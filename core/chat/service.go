@@ -167,8 +167,12 @@ func (s *Service) HandleMessage(ctx context.Context, m Message) (Reply, error) {
 	}
 	switch {
 	case res.Job.ID != 0:
+		// The job is committed with the message: a queue that does not
+		// answer (Redis down) delays it, and the message is not refused
+		// for that. It waits in the store for the reconciler, or for the
+		// dispatch when the queue answers again.
 		if err := s.dispatch.Enqueue(ctx, res.Job.ID); err != nil {
-			return Reply{}, err
+			s.log.Warn("the job waits in the store until the queue answers", "job", res.Job.ID, "task", res.Task.ID, "err", err)
 		}
 	case res.Active.State == core.JobWaitingHuman:
 		// The answer: the asking movement starts again with it among the

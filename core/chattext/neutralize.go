@@ -1,6 +1,9 @@
 package chattext
 
-import "strings"
+import (
+	"strings"
+	"unicode/utf8"
+)
 
 // Platform names the chat platform a text is written for.
 type Platform int
@@ -61,6 +64,48 @@ func Neutralize(text string, p Platform) string {
 		words = []string{"everyone", "here"}
 	}
 	return neutralizeAt(text, words, p != Slack)
+}
+
+// NeutralizeName makes a name Baton shows on platform p inert and honest: an
+// uploaded file's name, or a path naming one. It is Neutralize for text
+// that must stay on one line and read as it is stored:
+//
+//   - control characters (C0, DEL, C1, and the line and paragraph
+//     separators U+2028 and U+2029) become a space, so that a name cannot
+//     start a new line of a message, a log or a terminal;
+//   - the Unicode bidirectional controls (U+061C, U+200E, U+200F,
+//     U+202A–U+202E, U+2066–U+2069) are removed, so that
+//     "report\u202egnp.exe" cannot show as "reportexe.png";
+//   - invalid UTF-8 becomes U+FFFD;
+//   - surrounding spaces are trimmed, and then mass mentions are made inert
+//     as Neutralize does for p.
+//
+// The result may be empty (a name of nothing but controls); the caller
+// picks a name then.
+func NeutralizeName(name string, p Platform) string {
+	var b strings.Builder
+	b.Grow(len(name))
+	for i := 0; i < len(name); {
+		r, n := utf8.DecodeRuneInString(name[i:])
+		i += n
+		switch {
+		case r == utf8.RuneError && n == 1:
+			b.WriteRune(utf8.RuneError)
+		case r < 0x20 || r >= 0x7f && r <= 0x9f || r == '\u2028' || r == '\u2029':
+			b.WriteByte(' ')
+		case isBidiControl(r):
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return Neutralize(strings.TrimSpace(b.String()), p)
+}
+
+// isBidiControl reports whether r is one of the invisible characters that
+// change the direction text is displayed in.
+func isBidiControl(r rune) bool {
+	return r == '\u061c' || r == '\u200e' || r == '\u200f' ||
+		r >= '\u202a' && r <= '\u202e' || r >= '\u2066' && r <= '\u2069'
 }
 
 // neutralizeSlackSpecial rewrites <!name…> special mentions. It repeats

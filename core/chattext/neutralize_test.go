@@ -3,6 +3,7 @@ package chattext
 import (
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -102,5 +103,57 @@ func FuzzNeutralize(f *testing.F) {
 		if again := Neutralize(got, pl); again != got {
 			t.Fatalf("not idempotent: %q then %q", got, again)
 		}
+		name := NeutralizeName(text, pl)
+		if tok := pingable(name, pl); tok != "" {
+			t.Fatalf("NeutralizeName(%q, %d) = %q still pings at %q", text, pl, name, tok)
+		}
+		for _, r := range name {
+			if r < 0x20 || r >= 0x7f && r <= 0x9f || r == '\u2028' || r == '\u2029' || isBidiControl(r) {
+				t.Fatalf("NeutralizeName(%q, %d) = %q keeps %U", text, pl, name, r)
+			}
+		}
+		if !utf8.ValidString(name) {
+			t.Fatalf("NeutralizeName(%q, %d) = %q is not UTF-8", text, pl, name)
+		}
 	})
+}
+
+func TestNeutralizeName(t *testing.T) {
+	const z = "\u200b"
+	tests := []struct {
+		name string
+		in   string
+		p    Platform
+		want string
+	}{
+		{"plain name kept", "report-2025.md", Slack, "report-2025.md"},
+		{"everyone", "@everyone.txt", Discord, "@" + z + "everyone.txt"},
+		{"slack channel", "<!channel>.md", Slack, "@" + z + "channel.md"},
+		{"plain both", "<!here> @everyone <@&1>.txt", Plain, "@" + z + "here @" + z + "everyone <@" + z + "&1>.txt"},
+		{"right-to-left override", "invoice\u202efdp.exe", Slack, "invoicefdp.exe"},
+		{"every bidi control", "a\u061cb\u200ec\u200fd\u202ae\u202bf\u202cg\u202dh\u2066i\u2067j\u2068k\u2069l", Plain, "abcdefghijkl"},
+		{"newlines", "report.md\n\n<!channel> urgent", Slack, "report.md  @" + z + "channel urgent"},
+		{"carriage return and tab", "a\rb\tc", Plain, "a b c"},
+		{"line separators", "a\u2028b\u2029c", Plain, "a b c"},
+		{"escape sequences", "\x1b[2Jname\x7f\u009b.txt", Plain, "[2Jname  .txt"},
+		{"nul", "a\x00b", Plain, "a b"},
+		{"invalid utf-8", "a\xffb", Plain, "a\ufffdb"},
+		{"only controls", "\n\u202e\t", Plain, ""},
+		{"non-latin kept", "報告書 ☃.pdf", Plain, "報告書 ☃.pdf"},
+		{"path separators kept", "output/sub/@here.md", Slack, "output/sub/@" + z + "here.md"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := NeutralizeName(tt.in, tt.p)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("NeutralizeName(%q) (-want +got):\n%s", tt.in, diff)
+			}
+			if p := pingable(got, tt.p); p != "" {
+				t.Errorf("NeutralizeName(%q) = %q still pings: %s", tt.in, got, p)
+			}
+			if again := NeutralizeName(got, tt.p); again != got {
+				t.Errorf("not idempotent: %q, then %q", got, again)
+			}
+		})
+	}
 }

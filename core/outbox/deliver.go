@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 
 	"github.com/baton-bot/baton/core"
 	"github.com/baton-bot/baton/core/chat"
+	"github.com/baton-bot/baton/core/chattext"
 	"github.com/baton-bot/baton/core/workspace"
 )
 
@@ -45,7 +47,7 @@ func (d *Deliverer) send(ctx context.Context, task core.Task, m core.OutboxMessa
 	case core.OutboxReact, core.OutboxUnreact:
 		return d.react(ctx, task.Thread, p, m.Kind == core.OutboxUnreact)
 	case core.OutboxUpload:
-		return d.upload(ctx, task, p)
+		return d.upload(ctx, task, m.ID, p)
 	default:
 		return "", permanent("unknown outbox kind %q", m.Kind)
 	}
@@ -185,8 +187,11 @@ func (d *Deliverer) react(ctx context.Context, thread core.ThreadRef, p chat.Pay
 // upload posts a file of the task's workspace. The path must be absolute
 // and inside the workspace, symlinks included, and name a regular file (a
 // named pipe is refused, not waited on); a file that cannot be opened is a
-// permanent failure.
-func (d *Deliverer) upload(ctx context.Context, task core.Task, p chat.Payload) (string, error) {
+// permanent failure. A file over MaxFileBytes is not sent: a note saying so
+// is posted in its place (the file may have grown since the upload was
+// written). The name shown on the platform and the comment, a one-line
+// label, are neutralised as names are (chattext.NeutralizeName).
+func (d *Deliverer) upload(ctx context.Context, task core.Task, id int64, p chat.Payload) (string, error) {
 	if !filepath.IsAbs(p.Path) {
 		return "", permanent("upload path %q is not absolute", p.Path)
 	}
@@ -202,22 +207,46 @@ func (d *Deliverer) upload(ctx context.Context, task core.Task, p chat.Payload) 
 		return "", permanent("open workspace of task %d: %v", task.ID, err)
 	}
 	defer ws.Close()
-	f, st, err := ws.OpenRead(filepath.ToSlash(rel))
+	rel = filepath.ToSlash(rel)
+	f, st, err := ws.OpenRead(rel)
 	if err != nil {
 		return "", permanent("open upload: %v", err)
 	}
 	defer f.Close()
-	name := p.Name
-	if name == "" {
-		name = filepath.Base(p.Path)
+	if limit := d.cfg.MaxFileBytes; limit > 0 && st.Size() > limit {
+		d.log.Info("an upload is over the size limit; posting a note instead", "task_id", task.ID, "file", rel, "bytes", st.Size(), "limit", limit)
+		return d.post(ctx, task.Thread, id, chat.UploadTooLarge(d.cfg.Locale, rel, st.Size(), limit))
 	}
+	plat := textPlatform(task.Thread.Platform)
+	name := chattext.NeutralizeName(p.Name, plat)
+	if name == "" {
+		name = chattext.NeutralizeName(filepath.Base(p.Path), plat)
+	}
+	if name == "" {
+		name = "file"
+	}
+	comment := chattext.NeutralizeName(p.Text, plat)
 	var msgID string
 	err = d.pace.do(ctx, task.Thread, d.cfg.Now, d.poster.Limits().Every, func() (err error) {
-		msgID, err = d.poster.Upload(ctx, task.Thread, name, f, st.Size(), p.Text)
+		// The file may grow after the check: the platform gets no more
+		// than the size checked and announced.
+		msgID, err = d.poster.Upload(ctx, task.Thread, name, io.LimitReader(f, st.Size()), st.Size(), comment)
 		return err
 	})
 	if err != nil {
 		return "", fmt.Errorf("upload %s: %w", name, err)
 	}
 	return msgID, nil
+}
+
+// textPlatform is the chattext platform of a thread's platform: Plain,
+// inert everywhere, for those Baton renders no text for.
+func textPlatform(p core.Platform) chattext.Platform {
+	switch p {
+	case core.PlatformSlack:
+		return chattext.Slack
+	case core.PlatformDiscord:
+		return chattext.Discord
+	}
+	return chattext.Plain
 }

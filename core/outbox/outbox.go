@@ -74,6 +74,13 @@ type Config struct {
 	// Split cuts a post's text into parts of at most limit characters;
 	// default Split.
 	Split func(text string, limit int) []string
+	// MaxFileBytes caps an uploaded file (files.max_bytes); 0: no cap. A
+	// file over it is not uploaded: the thread gets a note naming it
+	// instead (chat.UploadTooLarge in Locale).
+	MaxFileBytes int64
+	// Locale is the language of the notes the deliverer posts itself;
+	// default "en".
+	Locale string
 }
 
 // Default values of Config.
@@ -166,6 +173,9 @@ func New(store Store, platform core.Platform, poster chat.Poster, cfg Config) *D
 	}
 	if cfg.Split == nil {
 		cfg.Split = Split
+	}
+	if cfg.Locale == "" {
+		cfg.Locale = "en"
 	}
 	return &Deliverer{
 		store:      store,

@@ -279,6 +279,105 @@ func TestUpload(t *testing.T) {
 	}
 }
 
+// TestUploadOverTheCap: a file over files.max_bytes when it is delivered
+// (it grew after the upload was written) is not uploaded; the thread gets a
+// note naming it, its size and the limit, in the configured locale. A file
+// at the limit is uploaded.
+func TestUploadOverTheCap(t *testing.T) {
+	for _, tt := range []struct {
+		locale, note string
+	}{
+		{"", "output/big.bin (2.0 MB) is over the 1.0 MB upload limit and was not sent; it stays in the task's workspace."},
+		{"ja", "output/big.bin（2.0 MB）はアップロードの上限 1.0 MB を超えるため送りませんでした。タスクのワークスペースに残っています。"},
+	} {
+		t.Run("locale "+tt.locale, func(t *testing.T) {
+			const limit = 1_000_000
+			h := newHarness(t, slackLimits, outbox.Config{MaxFileBytes: limit, Locale: tt.locale}, nil)
+			task := h.task(t, "C1")
+			out := filepath.Join(task.Workspace, "output")
+			if err := os.MkdirAll(out, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			big, small := filepath.Join(out, "big.bin"), filepath.Join(out, "small.txt")
+			if err := os.WriteFile(small, []byte(strings.Repeat("s", limit)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(big, []byte("small when the upload was written"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			bigID := h.add(t, task, 0, core.OutboxUpload, chat.Payload{Path: big, Name: "big.bin", Text: "output/big.bin"})
+			smallID := h.add(t, task, 0, core.OutboxUpload, chat.Payload{Path: small, Name: "small.txt", Text: "output/small.txt"})
+			if err := os.WriteFile(big, make([]byte, 2*limit), 0o644); err != nil { // it grew
+				t.Fatal(err)
+			}
+			h.flush(t)
+			h.flush(t)
+			var got []call
+			for _, c := range h.poster.Calls(false) {
+				got = append(got, call{Op: c.Op, Name: c.Name, Text: c.Text, Content: fmt.Sprint(len(c.Content))})
+			}
+			want := []call{
+				{Op: "post", Text: tt.note, Content: "0"},
+				{Op: "upload", Name: "small.txt", Text: "output/small.txt", Content: fmt.Sprint(limit)},
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("calls (-want +got):\n%s", diff)
+			}
+			for _, id := range []int64{bigID, smallID} {
+				if state, tries := h.state(t, id); state != core.OutboxSent || tries > 0 {
+					t.Errorf("message %d %s after %d tries, want sent at once", id, state, tries)
+				}
+			}
+		})
+	}
+}
+
+// TestUploadNamesNeutralised: the name an upload shows on the platform and
+// its comment are neutralised as message text is, and kept on one line,
+// without right-to-left overrides, whatever the file is called on disk.
+func TestUploadNamesNeutralised(t *testing.T) {
+	const z = "\u200b"
+	h := newHarness(t, slackLimits, outbox.Config{}, nil)
+	task := h.task(t, "C1")
+	out := filepath.Join(task.Workspace, "output")
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		file, wantName, wantText string
+	}{
+		{"@everyone.txt", "@" + z + "everyone.txt", "output/@" + z + "everyone.txt"},
+		{"<!channel>.md", "@" + z + "channel.md", "output/@" + z + "channel.md"},
+		{"<!here|x> <!subteam^S1>.md", "@" + z + "x @" + z + "S1.md", "output/@" + z + "x @" + z + "S1.md"},
+		{"invoice\u202efdp.exe", "invoicefdp.exe", "output/invoicefdp.exe"},
+		{"report.md\n\n<!channel> urgent.md", "report.md  @" + z + "channel urgent.md", "output/report.md  @" + z + "channel urgent.md"},
+		{"\x1b[31mred\r.txt", "[31mred .txt", "output/ [31mred .txt"},
+		{"\u202e\n", "file", "output/"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			path := filepath.Join(out, tt.file)
+			if err := os.WriteFile(path, []byte("data"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			before := len(h.poster.Calls(false))
+			id := h.add(t, task, 0, core.OutboxUpload, chat.Payload{Path: path, Name: tt.file, Text: "output/" + tt.file})
+			h.flush(t)
+			var got []call
+			for _, c := range h.poster.Calls(false)[before:] {
+				got = append(got, call{Op: c.Op, Name: c.Name, Text: c.Text, Content: c.Content})
+			}
+			want := []call{{Op: "upload", Name: tt.wantName, Text: tt.wantText, Content: "data"}}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("calls (-want +got):\n%s", diff)
+			}
+			if state, _ := h.state(t, id); state != core.OutboxSent {
+				t.Errorf("message %s, want sent", state)
+			}
+		})
+	}
+}
+
 func TestRateLimited(t *testing.T) {
 	h := newHarness(t, slackLimits, outbox.Config{MaxTries: 1}, failTimes("hello", 1,
 		&chat.RateLimitedError{After: 30 * time.Second, Err: errors.New("ratelimited")}))

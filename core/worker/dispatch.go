@@ -19,7 +19,9 @@ type Dispatch struct {
 	Queue core.Queue
 }
 
-// Create stores j as a queued job and enqueues it.
+// Create stores j as a queued job and enqueues it. When only the enqueue
+// failed it returns the stored job (its ID set) with the error: the job
+// waits in the store for the Reconciler.
 func (d Dispatch) Create(ctx context.Context, j core.Job) (core.Job, error) {
 	j, err := d.Store.CreateJob(ctx, j)
 	if err != nil {

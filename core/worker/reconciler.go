@@ -61,7 +61,12 @@ func (r *Reconciler) Once(ctx context.Context) (int, error) {
 // was left by an earlier process that stopped or died, and no creator is
 // still enqueueing it; a running one is taken over at once instead of after
 // a reconcile period. With a shared queue (Redis) use Run: other
-// processes' jobs are theirs until their leases expire.
+// processes' jobs are theirs until their leases expire. The one use of
+// Recover on Redis is when Redis answers again after this process stored
+// jobs it could not enqueue: Reconcile leaves alone the jobs the queue
+// holds (pending, leased or in retry), and Enqueue does nothing for a job
+// the queue knows, so a job another process is enqueueing at that moment
+// is dispatched once.
 func (r *Reconciler) Recover(ctx context.Context) (int, error) {
 	return r.reconcile(ctx, 0)
 }
