@@ -15,27 +15,11 @@ import (
 	"time"
 
 	"github.com/baton-bot/baton/core/docparse"
+	"github.com/baton-bot/baton/core/docparse/docparsetest"
 	"github.com/google/go-cmp/cmp"
 )
 
-// TestMain makes this test binary the parser child when it is run with
-// docparse.Subcommand, as the baton binary is.
-func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == docparse.Subcommand {
-		os.Exit(docparse.Main(os.Stdin, os.Stdout))
-	}
-	os.Exit(m.Run())
-}
-
-// runner returns a Runner whose child is this test binary.
-func runner(tb testing.TB) *docparse.Runner {
-	tb.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return &docparse.Runner{Command: docparse.Exec(exe, docparse.Subcommand)}
-}
+func TestMain(m *testing.M) { docparsetest.Main(m) }
 
 func readFile(tb testing.TB, name string) []byte {
 	tb.Helper()
@@ -47,7 +31,7 @@ func readFile(tb testing.TB, name string) []byte {
 }
 
 func TestParse(t *testing.T) {
-	r := runner(t)
+	r := docparsetest.Runner(t)
 	tests := []struct {
 		file string
 		kind docparse.Kind
@@ -76,7 +60,7 @@ func TestParse(t *testing.T) {
 }
 
 func TestParseRefusesInvalidInput(t *testing.T) {
-	r := runner(t)
+	r := docparsetest.Runner(t)
 	for _, tt := range []struct {
 		kind docparse.Kind
 		in   string
@@ -108,7 +92,7 @@ func TestCyclicPDFsStop(t *testing.T) {
 			t.Fatalf("%s is %d bytes, want at most 1 KB", name, len(data))
 		}
 		t.Run(name+"/wall clock", func(t *testing.T) {
-			r := runner(t)
+			r := docparsetest.Runner(t)
 			r.Timeout = time.Second
 			_, err := r.Parse(context.Background(), docparse.PDF, bytes.NewReader(data))
 			var te *docparse.TimeoutError
@@ -117,7 +101,7 @@ func TestCyclicPDFsStop(t *testing.T) {
 			}
 		})
 		t.Run(name+"/CPU", func(t *testing.T) {
-			r := runner(t)
+			r := docparsetest.Runner(t)
 			r.Timeout, r.CPU = time.Minute, time.Second
 			_, err := r.Parse(context.Background(), docparse.PDF, bytes.NewReader(data))
 			var te *docparse.TimeoutError
@@ -248,7 +232,7 @@ func pngHeader(w, h uint32) []byte {
 }
 
 func TestImage(t *testing.T) {
-	r := runner(t)
+	r := docparsetest.Runner(t)
 	r.MemoryBytes = 64 << 20
 	t.Run("bomb", func(t *testing.T) {
 		_, err := r.Parse(context.Background(), docparse.Image, bytes.NewReader(pngHeader(100000, 100000)))
@@ -278,7 +262,7 @@ func TestImage(t *testing.T) {
 // TestPDFBomb: a 7 KB PDF whose content stream, compressed twice,
 // inflates to 4 GiB inside one string. The child stops at its memory limit.
 func TestPDFBomb(t *testing.T) {
-	r := runner(t)
+	r := docparsetest.Runner(t)
 	r.MemoryBytes = 128 << 20
 	_, err := r.Parse(context.Background(), docparse.PDF, bytes.NewReader(readFile(t, "bomb.pdf")))
 	var me *docparse.MemoryError

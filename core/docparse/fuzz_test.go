@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/baton-bot/baton/core/docparse"
+	"github.com/baton-bot/baton/core/docparse/docparsetest"
 )
 
 // The fuzz targets run each input through a child, as ReadDocument does: an
@@ -44,7 +45,7 @@ func fuzzKind(f *testing.F, kind docparse.Kind, ext string) {
 		}
 		f.Add(b)
 	}
-	r := runner(f)
+	r := docparsetest.Runner(f)
 	// Short limits: a looping input costs the fuzzer this much each time.
 	r.Timeout, r.CPU, r.MemoryBytes = 3*time.Second, time.Second, 256<<20
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/baton-bot/baton/core/docparse/docparsetest"
 	"github.com/go-pdf/fpdf"
 	"github.com/google/go-cmp/cmp"
 	"github.com/xuri/excelize/v2"
@@ -26,7 +27,7 @@ func TestReadImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	put(t, env, "input/shot.jpg", buf.Bytes()) // the name lies: content decides
-	res := call(t, ReadImage{Parser: testParser(t)}, env, obj{"path": "input/shot.jpg"})
+	res := call(t, ReadImage{Parser: docparsetest.Runner(t)}, env, obj{"path": "input/shot.jpg"})
 	ok(t, res)
 	if len(res.Images) != 1 {
 		t.Fatalf("%d images", len(res.Images))
@@ -38,9 +39,9 @@ func TestReadImage(t *testing.T) {
 		t.Errorf("text %q lacks the size", res.Text)
 	}
 	put(t, env, "input/notes.png", []byte("just text"))
-	failed(t, call(t, ReadImage{Parser: testParser(t)}, env, obj{"path": "input/notes.png"}))
+	failed(t, call(t, ReadImage{Parser: docparsetest.Runner(t)}, env, obj{"path": "input/notes.png"}))
 	put(t, env, "input/huge.png", append(buf.Bytes(), make([]byte, MaxImageBytes)...))
-	failed(t, call(t, ReadImage{Parser: testParser(t)}, env, obj{"path": "input/huge.png"}))
+	failed(t, call(t, ReadImage{Parser: docparsetest.Runner(t)}, env, obj{"path": "input/huge.png"}))
 }
 
 // zipFile writes a zip archive of the given parts.
@@ -104,7 +105,7 @@ func TestReadDocument(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.path, func(t *testing.T) {
-			got := ok(t, call(t, ReadDocument{Parser: testParser(t)}, env, obj{"path": tt.path}))
+			got := ok(t, call(t, ReadDocument{Parser: docparsetest.Runner(t)}, env, obj{"path": tt.path}))
 			last := -1
 			for _, w := range tt.want {
 				i := strings.Index(got, w)
@@ -119,11 +120,11 @@ func TestReadDocument(t *testing.T) {
 		})
 	}
 	put(t, env, "input/fake.docx", []byte("not a zip"))
-	failed(t, call(t, ReadDocument{Parser: testParser(t)}, env, obj{"path": "input/fake.docx"}))
+	failed(t, call(t, ReadDocument{Parser: docparsetest.Runner(t)}, env, obj{"path": "input/fake.docx"}))
 	put(t, env, "input/fake.pdf", []byte("%PDF-1.4 broken"))
-	failed(t, call(t, ReadDocument{Parser: testParser(t)}, env, obj{"path": "input/fake.pdf"}))
+	failed(t, call(t, ReadDocument{Parser: docparsetest.Runner(t)}, env, obj{"path": "input/fake.pdf"}))
 	put(t, env, "input/a.odt", []byte("x"))
-	failed(t, call(t, ReadDocument{Parser: testParser(t)}, env, obj{"path": "input/a.odt"}))
+	failed(t, call(t, ReadDocument{Parser: docparsetest.Runner(t)}, env, obj{"path": "input/a.odt"}))
 }
 
 func TestReadDocumentCut(t *testing.T) {
@@ -136,7 +137,7 @@ func TestReadDocumentCut(t *testing.T) {
 	if err := xf.SaveAs(filepath.Join(env.WS.Root(), "input/big.xlsx")); err != nil {
 		t.Fatal(err)
 	}
-	got := ok(t, call(t, ReadDocument{Parser: testParser(t)}, env, obj{"path": "input/big.xlsx"}))
+	got := ok(t, call(t, ReadDocument{Parser: docparsetest.Runner(t)}, env, obj{"path": "input/big.xlsx"}))
 	if n := env.Tokens.Count(got); n > env.TokenizerBudget {
 		t.Fatalf("%d tokens over budget %d", n, env.TokenizerBudget)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/baton-bot/baton/core/docparse/docparsetest"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -97,8 +98,8 @@ func TestPathEscapes(t *testing.T) {
 			"Edit":         {Edit{}, obj{"path": p, "old_string": "gamma", "new_string": "pwned"}},
 			"Grep":         {Grep{}, obj{"pattern": "SECRET", "path": p}},
 			"Glob":         {Glob{}, obj{"pattern": p}},
-			"ReadImage":    {ReadImage{Parser: testParser(t)}, obj{"path": p}},
-			"ReadDocument": {ReadDocument{Parser: testParser(t)}, obj{"path": p}},
+			"ReadImage":    {ReadImage{Parser: docparsetest.Runner(t)}, obj{"path": p}},
+			"ReadDocument": {ReadDocument{Parser: docparsetest.Runner(t)}, obj{"path": p}},
 		}
 		for name, c := range calls {
 			t.Run(name+" "+p, func(t *testing.T) {

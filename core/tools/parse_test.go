@@ -17,26 +17,10 @@ import (
 	"time"
 
 	"github.com/baton-bot/baton/core/docparse"
+	"github.com/baton-bot/baton/core/docparse/docparsetest"
 )
 
-// TestMain makes this test binary the parser child when it is run with
-// docparse.Subcommand, as the baton binary is.
-func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == docparse.Subcommand {
-		os.Exit(docparse.Main(os.Stdin, os.Stdout))
-	}
-	os.Exit(m.Run())
-}
-
-// testParser runs the parsers in a child that is this test binary.
-func testParser(tb testing.TB) *docparse.Runner {
-	tb.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return &docparse.Runner{Command: docparse.Exec(exe, docparse.Subcommand)}
-}
+func TestMain(m *testing.M) { docparsetest.Main(m) }
 
 // callWithin runs the tool with ctx and fails the test if it has not
 // returned within limit: a tool that hangs fails the test rather than
@@ -73,7 +57,7 @@ func copyFixture(t *testing.T, env *Env, name, rel string) {
 // never returned.
 func TestReadDocumentMalformedPDFs(t *testing.T) {
 	env := newEnv(t)
-	p := testParser(t)
+	p := docparsetest.Runner(t)
 	p.Timeout = 2 * time.Second
 	for _, name := range []string{"cyclic-kids.pdf", "cyclic-parent.pdf"} {
 		t.Run(name, func(t *testing.T) {
@@ -158,7 +142,7 @@ func cpuTicks(pid int) int {
 // or before any pixel is decoded.
 func TestBombs(t *testing.T) {
 	env := newEnv(t)
-	p := testParser(t)
+	p := docparsetest.Runner(t)
 	p.MemoryBytes = 128 << 20
 	copyFixture(t, env, "bomb.pdf", "input/bomb.pdf")
 	msg := failed(t, callWithin(t, context.Background(), time.Minute, ReadDocument{Parser: p}, env, obj{"path": "input/bomb.pdf"}))
