@@ -183,6 +183,7 @@ func (m *Main) startAdapters(ctx context.Context, sys *system, mux *http.ServeMu
 	}
 	if c := m.Config.Slack; c.Enabled {
 		a, err := slack.New(sys.chat, slack.Config{
+			Inbox:    sys.store,
 			BotToken: c.BotToken.Reveal(), AppToken: c.AppToken.Reveal(), SigningSecret: c.SigningSecret.Reveal(),
 			APIURL: c.APIURL, Mode: c.Mode, RequireMention: c.RequireMention, IgnoreBots: c.IgnoreBots,
 			Command: c.Command, Locale: m.Config.Locale,
