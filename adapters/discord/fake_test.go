@@ -38,7 +38,7 @@ type fakeDiscord struct {
 	edits     []sent
 	reactions []string // "+👀 c/m" or "-👀 c/m"
 	threads   []threadStart
-	responses  []string // interaction responses: "id type=N flags=F"
+	responses []string // interaction responses: "id type=N flags=F"
 	answers   []string // interaction answers: given at once (type 4) or edited in
 	commands  []string // command overwrites: "global" or the guild, then the names
 	channels  map[string]map[string]any
