@@ -399,7 +399,8 @@ var (
 // when the backlog is full, Run is shutting down, or the inbox write did
 // not commit within acceptTimeout. An event under a key still in the inbox
 // is acknowledged and not handed over again: whoever holds it handles it.
-// When the backlog filled up meanwhile, the event waits for the sweep.
+// When the backlog filled up meanwhile and has no room before the deadline
+// either, the event is left to the next sweep.
 func (a *Adapter) take(ctx context.Context, payload []byte, cb *slackevents.EventsAPICallbackEvent) error {
 	a.gate.RLock()
 	defer a.gate.RUnlock()
@@ -430,23 +431,39 @@ func (a *Adapter) take(ctx context.Context, payload []byte, cb *slackevents.Even
 		a.log.Debug("slack event already in the inbox", "event", key)
 		return nil
 	}
-	a.offer(e)
+	if !a.offer(ctx, e) {
+		// The backlog filled up meanwhile: the next sweep takes the
+		// event, rather than the end of its lease.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), acceptTimeout)
+		defer cancel()
+		if err := a.cfg.Inbox.InboxRetry(rctx, e.ID, now, ""); err != nil {
+			a.log.Warn("a slack event waits for its lease to end", "event", key, "err", err)
+		}
+	}
 	return nil
 }
 
-// offer hands e to the workers unless it is being handled already or the
-// backlog is full; it reports whether e was handed over.
-func (a *Adapter) offer(e core.InboxEvent) bool {
+// offer hands e to the workers, waiting for room in the backlog until ctx
+// ends, unless it is being handled already; it reports whether e was
+// handed over.
+func (a *Adapter) offer(ctx context.Context, e core.InboxEvent) bool {
 	a.imu.Lock()
-	defer a.imu.Unlock()
 	if a.inflight[e.ID] {
+		a.imu.Unlock()
 		return false
+	}
+	a.inflight[e.ID] = true
+	a.imu.Unlock()
+	select {
+	case a.work <- e:
+		return true
+	default:
 	}
 	select {
 	case a.work <- e:
-		a.inflight[e.ID] = true
 		return true
-	default:
+	case <-ctx.Done():
+		a.done(e.ID)
 		return false
 	}
 }
@@ -491,8 +508,10 @@ func (a *Adapter) sweep(ctx context.Context) {
 		return
 	}
 	n := 0
+	full, cancel := context.WithCancel(ctx)
+	cancel() // the sweep never waits for room: it claimed no more than there was
 	for _, e := range es {
-		if a.offer(e) {
+		if a.offer(full, e) {
 			n++
 		}
 	}
