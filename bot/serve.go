@@ -20,6 +20,7 @@ import (
 	"github.com/baton-bot/baton/adapters/discord"
 	"github.com/baton-bot/baton/adapters/slack"
 	"github.com/baton-bot/baton/core"
+	"github.com/baton-bot/baton/core/workspace"
 )
 
 // serveAll runs `baton serve` (workers true) or `baton gateway`: the
@@ -197,6 +198,7 @@ func (m *Main) startAdapters(ctx context.Context, sys *system, mux *http.ServeMu
 	}
 	if c := m.Config.Slack; c.Enabled {
 		a, err := slack.New(sys.chat, slack.Config{
+			Inbox:    sys.store,
 			BotToken: c.BotToken.Reveal(), AppToken: c.AppToken.Reveal(), SigningSecret: c.SigningSecret.Reveal(),
 			APIURL: c.APIURL, Mode: c.Mode, RequireMention: c.RequireMention, IgnoreBots: c.IgnoreBots,
 			Command: c.Command, Locale: m.Config.Locale,
@@ -333,9 +335,12 @@ func listen(key, addr string) (net.Listener, error) {
 }
 
 // opsRoutes serves /healthz, /readyz and /metrics on mux. /readyz answers
-// 503 once live has ended (shutdown has begun); /healthz keeps answering
-// 200 while the process drains.
+// 503 once live has ended (shutdown has begun), while the store cannot
+// write (its heartbeat, a tiny write every 10 s, failed) or data_dir is
+// below workspaces.min_free_bytes, and while the queue or an adapter is
+// not ready; /healthz keeps answering 200 while the process drains.
 func (s *system) opsRoutes(live context.Context, mux *http.ServeMux) {
+	writable := s.watchWrites(live)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintln(w, "ok")
@@ -356,6 +361,18 @@ func (s *system) opsRoutes(live context.Context, mux *http.ServeMux) {
 			http.Error(w, msg, http.StatusServiceUnavailable)
 			return
 		}
+		if err := writable(); err != nil {
+			http.Error(w, "store: cannot write (see the log)", http.StatusServiceUnavailable)
+			return
+		}
+		if err := s.floor.Check(); err != nil {
+			msg := "data_dir: free space unknown"
+			if errors.Is(err, workspace.ErrLowSpace) {
+				msg = "data_dir: below workspaces.min_free_bytes"
+			}
+			http.Error(w, msg, http.StatusServiceUnavailable)
+			return
+		}
 		if err := s.queue.Ping(rctx); err != nil {
 			http.Error(w, "queue: "+s.queueName+" is not answering", http.StatusServiceUnavailable)
 			return
@@ -369,6 +386,63 @@ func (s *system) opsRoutes(live context.Context, mux *http.ServeMux) {
 		fmt.Fprintln(w, "ready")
 	})
 	mux.Handle("GET /metrics", s.metrics.handler())
+}
+
+// heartbeatEvery is how often /readyz's store heartbeat writes;
+// heartbeatTimeout how long one may take before the store counts as
+// unable to write (an acknowledged Slack event must commit within 2 s).
+const (
+	heartbeatEvery   = 10 * time.Second
+	heartbeatTimeout = 2 * time.Second
+)
+
+// watchWrites writes the store's heartbeat now and then every
+// heartbeatEvery until ctx ends, and returns a func reporting the last
+// outcome. The log hears when writes start failing and when they pass
+// again.
+func (s *system) watchWrites(ctx context.Context) func() error {
+	beat := func(ctx context.Context) error {
+		hctx, cancel := context.WithTimeout(ctx, heartbeatTimeout)
+		defer cancel()
+		return s.store.Heartbeat(hctx)
+	}
+	interval := s.heartbeatEvery
+	if interval <= 0 {
+		interval = heartbeatEvery
+	}
+	var failing atomic.Bool
+	return every(ctx, interval, beat(ctx), func(ctx context.Context) error {
+		err := beat(ctx)
+		switch {
+		case ctx.Err() != nil:
+		case err != nil && failing.CompareAndSwap(false, true):
+			s.log.Error("the store cannot write: /readyz answers 503 until it can", "err", err)
+		case err == nil && failing.CompareAndSwap(true, false):
+			s.log.Info("the store writes again")
+		}
+		return err
+	})
+}
+
+// every runs check every interval until ctx ends and returns a func
+// reporting the last result; until the first check ends it reports first.
+func every(ctx context.Context, interval time.Duration, first error, check func(context.Context) error) func() error {
+	var last atomic.Pointer[error]
+	last.Store(&first)
+	go func() {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			err := check(ctx)
+			last.Store(&err)
+		}
+	}()
+	return func() error { return *last.Load() }
 }
 
 // identified checks an adapter's credentials once a minute in the

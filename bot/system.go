@@ -56,8 +56,11 @@ type system struct {
 	rec      *worker.Reconciler
 	chat     *chat.Service // nil without conversations (baton run)
 	metrics  *metrics
+	floor    *workspace.Floor                       // data_dir's free-space floor: tools and /readyz
 	ready    map[string]func(context.Context) error // adapters' readiness, by name
 	closers  []func() error
+
+	heartbeatEvery time.Duration // of /readyz's store heartbeat; 0: heartbeatEvery (tests shorten it)
 
 	mu         sync.Mutex
 	deliverers []*outbox.Deliverer // guarded by mu
@@ -340,6 +343,7 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger, opts systemOpt
 		})
 		observer, notifier = sys.chat, sys.chat
 	}
+	sys.floor = workspace.NewFloor(workspace.FloorConfig{Dir: cfg.DataDir, MinFreeBytes: cfg.Workspaces.MinFreeBytes, Logger: log})
 	loc, err := time.LoadLocation(cfg.Timezone)
 	if err != nil {
 		return nil, &ConfigError{Key: "timezone", Msg: err.Error()}
@@ -355,7 +359,7 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger, opts systemOpt
 		},
 		ToolResultMaxTokens: cfg.Context.ToolResultMaxTokens, ReminderAfter: cfg.Agent.ReminderAfter,
 		WorkspaceRoot: workspaceRoot(cfg), MaxWorkspaceBytes: cfg.Workspaces.MaxBytes,
-		Floor:   workspace.NewFloor(workspace.FloorConfig{Dir: cfg.DataDir, MinFreeBytes: cfg.Workspaces.MinFreeBytes, Logger: log}),
+		Floor:   sys.floor,
 		Sandbox: sb, Observer: observer, Meter: sys.metrics, Logger: log,
 	})
 	if err != nil {

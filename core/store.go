@@ -6,7 +6,7 @@ import (
 )
 
 // Store is the system of record: tasks, comments, jobs, their events, the
-// outbox and inbound dedup keys. Implementations are safe for concurrent use.
+// outbox, the inbox and inbound dedup keys. Implementations are safe for concurrent use.
 // Errors wrap ErrNotFound, ErrStale, ErrDuplicate or *TransitionError where
 // those apply.
 type Store interface {
@@ -14,6 +14,7 @@ type Store interface {
 	JobStore
 	OutboxStore
 	InboundStore
+	InboxStore
 	// Ping reports whether the store is reachable.
 	Ping(ctx context.Context) error
 	Close() error

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
+	"time"
 
 	"github.com/bwmarrin/discordgo"
 
@@ -68,23 +70,72 @@ func (a *Adapter) onInteraction(_ *discordgo.Session, e *discordgo.InteractionCr
 	a.spawn(func(ctx context.Context) { a.command(ctx, in, data) })
 }
 
-// command answers /baton within Discord's 3 seconds with a deferred
-// ephemeral response, runs the command and edits the response with the
-// answer.
+// Texts of the adapter's own answers to /baton.
+const (
+	textFailed = "Something went wrong; please try again."
+	textDone   = "Done."
+)
+
+// commandTimeout bounds a /baton command that outlived CommandWait, so that
+// its deferred response is always completed (Discord keeps the
+// interaction's token for 15 minutes).
+const commandTimeout = time.Minute
+
+// command runs /baton and answers within Discord's 3 seconds: with the
+// command's outcome when it has one within CommandWait (the answer, or an
+// ephemeral error when it failed, a store write for one), else with a
+// deferred ephemeral response that is edited with the outcome once there
+// is one, within commandTimeout. Either way the person hears how it went.
 func (a *Adapter) command(ctx context.Context, in *discordgo.Interaction, data discordgo.ApplicationCommandInteractionData) {
 	log := a.log.With("interaction", in.ID, "channel", in.ChannelID)
+	result := make(chan string, 1)
+	go func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commandTimeout)
+		defer cancel()
+		result <- a.runCommand(cctx, log, in, data)
+	}()
+	t := time.NewTimer(a.cfg.CommandWait)
+	defer t.Stop()
+	select {
+	case text := <-result:
+		err := a.s.InteractionRespond(in, &discordgo.InteractionResponse{
+			Type: discordgo.InteractionResponseChannelMessageWithSource,
+			Data: &discordgo.InteractionResponseData{Content: answerText(text), Flags: discordgo.MessageFlagsEphemeral, AllowedMentions: noPings()},
+		}, discordgo.WithContext(ctx))
+		switch {
+		case hasCode(err, codeUnknownInteraction):
+			log.Warn("a /baton command was answered too late (Discord allows 3 seconds); it ran, its answer was not shown")
+		case err != nil:
+			log.Error("answering a /baton command failed; it ran, its answer was not shown", "err", err)
+		}
+		return
+	case <-t.C:
+	}
 	err := a.s.InteractionRespond(in, &discordgo.InteractionResponse{
 		Type: discordgo.InteractionResponseDeferredChannelMessageWithSource,
 		Data: &discordgo.InteractionResponseData{Flags: discordgo.MessageFlagsEphemeral},
 	}, discordgo.WithContext(ctx))
+	switch {
+	case hasCode(err, codeUnknownInteraction):
+		log.Warn("a /baton command was answered too late (Discord allows 3 seconds); it runs, its answer will not be shown")
+	case err != nil:
+		log.Error("answering a /baton command failed; it runs, its answer will not be shown", "err", err)
+	}
+	text := <-result
 	if err != nil {
-		if hasCode(err, codeUnknownInteraction) {
-			log.Warn("a /baton command was answered too late (Discord allows 3 seconds); it was not run")
-		} else {
-			log.Error("answering a /baton command failed; it was not run", "err", err)
-		}
 		return
 	}
+	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), requestTimeout)
+	defer cancel()
+	content := answerText(text)
+	if _, err := a.s.InteractionResponseEdit(in, &discordgo.WebhookEdit{Content: &content, AllowedMentions: noPings()}, discordgo.WithContext(ectx)); err != nil {
+		log.Error("editing the answer of a /baton command failed", "err", err)
+	}
+}
+
+// runCommand translates and runs /baton and returns what to answer: the
+// service's reply, or textFailed when it failed.
+func (a *Adapter) runCommand(ctx context.Context, log *slog.Logger, in *discordgo.Interaction, data discordgo.ApplicationCommandInteractionData) string {
 	c := chat.Command{Author: author(in.User, in.Member), Channel: "discord:" + in.ChannelID}
 	if len(data.Options) > 0 {
 		sub := data.Options[0]
@@ -109,20 +160,23 @@ func (a *Adapter) command(ctx context.Context, in *discordgo.Interaction, data d
 			c.Channel = "discord:" + info.parent
 		}
 	}
-	text := "Something went wrong; please try again."
 	reply, err := a.svc.HandleCommand(ctx, c)
-	if err != nil {
+	switch {
+	case err != nil:
 		log.Error("running a /baton command failed", "command", c.Name, "err", err)
-	} else if reply.Text != "" {
-		text = reply.Text
-	} else {
-		text = "Done."
+		return textFailed
+	case reply.Text == "":
+		return textDone
 	}
+	return reply.Text
+}
+
+// answerText is text as one Discord message: neutralised, and cut to the
+// first 2,000 characters' part.
+func answerText(text string) string {
 	parts := chattext.Split(chattext.Neutralize(text, chattext.Discord), 2000)
 	if len(parts) == 0 {
-		parts = []string{"Done."}
+		return textDone
 	}
-	if _, err := a.s.InteractionResponseEdit(in, &discordgo.WebhookEdit{Content: &parts[0], AllowedMentions: noPings()}, discordgo.WithContext(ctx)); err != nil {
-		log.Error("editing the answer of a /baton command failed", "err", err)
-	}
+	return parts[0]
 }

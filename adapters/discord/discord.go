@@ -52,6 +52,10 @@ type Config struct {
 	// and separately how many /baton commands; default 16. Messages of
 	// one channel are handled in order.
 	Workers int
+	// CommandWait is how long /baton may run before its answer is
+	// deferred and sent when ready (default 2 s: Discord wants an answer
+	// within 3 s of the interaction).
+	CommandWait time.Duration
 }
 
 // Intents are the gateway intents Baton asks for. MessageContent is
@@ -123,6 +127,9 @@ func New(svc Service, cfg Config) (*Adapter, error) {
 	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = 16
+	}
+	if cfg.CommandWait <= 0 {
+		cfg.CommandWait = 2 * time.Second
 	}
 	hc, err := client(cfg.APIURL, cfg.Transport)
 	if err != nil {

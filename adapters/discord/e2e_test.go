@@ -153,7 +153,7 @@ func TestMentionToAnswer(t *testing.T) {
 		t.Errorf("LastEvent = %v", w.a.LastEvent())
 	}
 
-	// /baton status in the task's thread: deferred, ephemeral, then answered.
+	// /baton status in the task's thread: answered at once, ephemeral.
 	w.f.dispatch("INTERACTION_CREATE", map[string]any{
 		"id": "i1", "application_id": fakeApp, "type": 2, "token": "tok", "channel_id": id, "guild_id": fakeGuild,
 		"member": map[string]any{"user": map[string]any{"id": "42", "username": "alice"}, "roles": []string{}},
@@ -165,9 +165,9 @@ func TestMentionToAnswer(t *testing.T) {
 		return len(w.f.answers) > 0
 	})
 	w.f.mu.Lock()
-	deferred, answers := w.f.deferred, w.f.answers
+	responses, answers := w.f.responses, w.f.answers
 	w.f.mu.Unlock()
-	if diff := cmp.Diff([]string{"i1 type=5 flags=64"}, deferred); diff != "" {
+	if diff := cmp.Diff([]string{"i1 type=4 flags=64"}, responses); diff != "" {
 		t.Errorf("interaction responses (-want +got):\n%s", diff)
 	}
 	if len(answers) != 1 || !strings.Contains(answers[0], "Task #1 — job #1 succeeded") {

@@ -38,8 +38,8 @@ type fakeDiscord struct {
 	edits     []sent
 	reactions []string // "+👀 c/m" or "-👀 c/m"
 	threads   []threadStart
-	deferred  []string // interaction ids answered with a deferred ephemeral response
-	answers   []string // edited interaction responses
+	responses []string // interaction responses: "id type=N flags=F"
+	answers   []string // interaction answers: given at once (type 4) or edited in
 	commands  []string // command overwrites: "global" or the guild, then the names
 	channels  map[string]map[string]any
 	history   map[string][]map[string]any
@@ -152,12 +152,16 @@ func newFake(t testing.TB) *fakeDiscord {
 		var body struct {
 			Type int `json:"type"`
 			Data struct {
-				Flags int `json:"flags"`
+				Flags   int    `json:"flags"`
+				Content string `json:"content"`
 			} `json:"data"`
 		}
 		json.NewDecoder(r.Body).Decode(&body)
 		f.mu.Lock()
-		f.deferred = append(f.deferred, fmt.Sprintf("%s type=%d flags=%d", r.PathValue("id"), body.Type, body.Data.Flags))
+		f.responses = append(f.responses, fmt.Sprintf("%s type=%d flags=%d", r.PathValue("id"), body.Type, body.Data.Flags))
+		if body.Type == 4 { // answered at once
+			f.answers = append(f.answers, body.Data.Content)
+		}
 		f.mu.Unlock()
 		w.WriteHeader(http.StatusNoContent)
 	})

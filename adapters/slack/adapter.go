@@ -2,6 +2,9 @@ package slack
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -48,9 +51,15 @@ type Config struct {
 	// HTTPClient makes the Web API calls and file downloads; nil: the
 	// default client.
 	HTTPClient *http.Client
+	// Inbox keeps every event from before it is acknowledged until it is
+	// handled (required; the store): an event is acknowledged only once
+	// it is committed there, and one whose handling fails, or whose
+	// process dies, is handled again from it.
+	Inbox core.InboxStore
 	// Workers is how many events are handed to the service at once
 	// (default 8); Backlog how many acknowledged events may wait for a
-	// worker (default 256) before HTTP mode answers 503.
+	// worker (default 256) before new ones are refused (HTTP mode answers
+	// 503, Socket Mode withholds the ack) and Slack sends them again.
 	Workers int
 	Backlog int
 	// Groups are the Slack user groups the access lists name ("S0123" or
@@ -75,6 +84,9 @@ type Config struct {
 	Command string
 	// Locale is the language of the adapter's own answers (locale).
 	Locale string
+
+	sweepEvery time.Duration // how often the inbox is searched for due events; tests shorten it
+	retryAfter time.Duration // the wait before a failed handling's first retry; tests shorten it
 }
 
 // Modes.
@@ -85,6 +97,23 @@ const (
 
 // eventTimeout bounds the handling of one event (file downloads included).
 const eventTimeout = 5 * time.Minute
+
+// Inbox timing. An event is owned by the process that added or claimed it
+// for inboxLease; the sweep claims those due (the process's own still
+// running, which renews them, and a dead process's) every sweepEvery. A
+// failed handling is tried again after retryAfter, doubling up to
+// maxRetryWait, maxTries times in all (about 40 minutes).
+const (
+	inboxLease   = time.Minute
+	sweepEvery   = 10 * time.Second
+	retryAfter   = 10 * time.Second
+	maxRetryWait = 5 * time.Minute
+	maxTries     = 12
+)
+
+// acceptTimeout bounds the store write that must commit before an event
+// is acknowledged: Slack wants an answer within 3 s.
+const acceptTimeout = 2 * time.Second
 
 // Adapter receives Slack's events and hands them to the conversation
 // service. Run it (Run) for the workers and, in socket mode, the Socket
@@ -100,8 +129,11 @@ type Adapter struct {
 	groups *groups
 	users  *users
 
-	work     chan func(context.Context) // acknowledged events waiting for a worker
-	commands chan struct{}              // one token per slash command running
+	work     chan core.InboxEvent // acknowledged events waiting for a worker
+	commands chan struct{}        // one token per slash command running
+
+	imu      sync.Mutex
+	inflight map[int64]bool // guarded by imu: inbox events in work or being handled
 
 	lastEvent atomic.Int64 // unix nanoseconds of the last event received
 
@@ -124,6 +156,8 @@ func New(svc Service, cfg Config) (*Adapter, error) {
 		cfg.Mode = ModeSocket
 	}
 	switch {
+	case cfg.Inbox == nil:
+		return nil, errors.New("slack: an inbox (the store) is required")
 	case cfg.BotToken == "":
 		return nil, errors.New("slack: a bot token (xoxb-…) is required")
 	case cfg.Mode == ModeSocket && cfg.AppToken == "":
@@ -154,6 +188,12 @@ func New(svc Service, cfg Config) (*Adapter, error) {
 	if cfg.Command == "" {
 		cfg.Command = "/baton"
 	}
+	if cfg.sweepEvery <= 0 {
+		cfg.sweepEvery = sweepEvery
+	}
+	if cfg.retryAfter <= 0 {
+		cfg.retryAfter = retryAfter
+	}
 	hc := cfg.HTTPClient
 	if hc == nil {
 		hc = http.DefaultClient
@@ -163,7 +203,8 @@ func New(svc Service, cfg Config) (*Adapter, error) {
 	return &Adapter{
 		svc: svc, cfg: cfg, log: log, api: api, poster: &Poster{api: api}, http: hc,
 		groups: newGroups(api, cfg.Groups, cfg.GroupTTL, log), users: newUsers(api, log),
-		work: make(chan func(context.Context), cfg.Backlog), commands: make(chan struct{}, cfg.Workers),
+		work: make(chan core.InboxEvent, cfg.Backlog), commands: make(chan struct{}, cfg.Workers),
+		inflight: map[int64]bool{},
 	}, nil
 }
 
@@ -205,15 +246,18 @@ func (a *Adapter) identity(ctx context.Context) (identity, error) {
 	return a.me, nil
 }
 
-// Run runs the event workers and, in socket mode, the Socket Mode
-// connection, until ctx ends. It returns an error at once when Slack
-// refuses the tokens.
+// Run runs the event workers, the inbox sweep and, in socket mode, the
+// Socket Mode connection, until ctx ends. It returns an error at once when
+// Slack refuses the tokens.
+//
+// The sweep hands the workers the inbox's due events: at once on start
+// (those an earlier process acknowledged and did not handle), then every
+// 10 s (those whose handling failed, tried again with a growing wait).
 //
 // When ctx ends, the adapter takes no more events (HTTP mode answers 503,
 // which Slack retries) and Run goes on handing the events it acknowledged
-// already to the service, for up to DrainTimeout, before it returns: Slack
-// never sends an acknowledged event again. Events still waiting then are
-// dropped, with a log line saying how many.
+// already to the service, for up to DrainTimeout, before it returns. Events
+// still waiting then stay in the inbox, due at once, for the next start.
 func (a *Adapter) Run(ctx context.Context) error {
 	if err := a.Identify(ctx); err != nil {
 		if errors.Is(err, chat.ErrPermanent) {
@@ -231,12 +275,15 @@ func (a *Adapter) Run(ctx context.Context) error {
 	for range a.cfg.Workers {
 		wg.Go(func() { a.worker(hctx, closed) })
 	}
+	var sweeping sync.WaitGroup
+	sweeping.Go(func() { a.sweepLoop(ctx) })
 	var err error
 	if a.cfg.Mode == ModeSocket {
 		err = a.runSocket(ctx)
 	} else {
 		<-ctx.Done()
 	}
+	sweeping.Wait()
 	a.gate.Lock()
 	a.closed = true
 	a.gate.Unlock()
@@ -247,10 +294,27 @@ func (a *Adapter) Run(ctx context.Context) error {
 	t := time.AfterFunc(a.cfg.DrainTimeout, stopHandling)
 	defer t.Stop()
 	wg.Wait()
-	if n := len(a.work); n > 0 {
-		a.log.Warn("shutdown: acknowledged slack events dropped, not handled in time", "events", n)
-	}
+	a.leave()
 	return err
+}
+
+// leave hands the events still waiting for a worker back to the inbox,
+// due at once, for the next start to handle.
+func (a *Adapter) leave() {
+	n := len(a.work)
+	if n == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for range n {
+		e := <-a.work
+		a.done(e.ID)
+		if err := a.cfg.Inbox.InboxRetry(ctx, e.ID, time.Now(), "shutdown before it was handled"); err != nil {
+			a.log.Warn("shutdown: an acknowledged slack event stays in the inbox until its lease ends", "event", e.Key, "err", err)
+		}
+	}
+	a.log.Warn("shutdown: acknowledged slack events not handled in time stay in the inbox for the next start", "events", n)
 }
 
 // worker hands queued events to the service until closed, then empties
@@ -258,13 +322,13 @@ func (a *Adapter) Run(ctx context.Context) error {
 func (a *Adapter) worker(ctx context.Context, closed <-chan struct{}) {
 	for ctx.Err() == nil {
 		select {
-		case f := <-a.work:
-			a.run(ctx, f)
+		case e := <-a.work:
+			a.handle(ctx, e)
 		case <-closed:
 			for ctx.Err() == nil {
 				select {
-				case f := <-a.work:
-					a.run(ctx, f)
+				case e := <-a.work:
+					a.handle(ctx, e)
 				default:
 					return // the backlog is empty
 				}
@@ -274,42 +338,192 @@ func (a *Adapter) worker(ctx context.Context, closed <-chan struct{}) {
 	}
 }
 
-// run runs one queued event, turning a panic into a log line.
-func (a *Adapter) run(ctx context.Context, f func(context.Context)) {
-	defer func() {
-		if r := recover(); r != nil {
-			a.log.Error("handling a slack event panicked", "panic", r)
-		}
-	}()
+// handle handles one inbox event and then removes it from the inbox, or,
+// when that failed, records when to try again. A panic counts as a
+// failure.
+func (a *Adapter) handle(ctx context.Context, e core.InboxEvent) {
+	defer a.done(e.ID)
 	ectx, cancel := context.WithTimeout(ctx, eventTimeout)
+	err := a.safely(ectx, e)
+	cancel()
+	// The inbox is told even when shutdown cut the handling short.
+	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	f(ectx)
+	switch {
+	case err == nil:
+		if err := a.cfg.Inbox.InboxDone(bctx, e.ID); err != nil {
+			// Handled again once due; the service drops the repeat.
+			a.log.Warn("removing a handled slack event from the inbox failed", "event", e.Key, "err", err)
+		}
+		return
+	case ctx.Err() != nil:
+		err = a.cfg.Inbox.InboxRetry(bctx, e.ID, time.Now(), "shutdown while it was handled")
+	case e.Tries >= maxTries:
+		a.log.Error("a slack event failed every try; given up", "event", e.Key, "tries", e.Tries, "err", err)
+		err = a.cfg.Inbox.InboxDone(bctx, e.ID)
+	default:
+		wait := min(a.cfg.retryAfter<<(e.Tries-1), maxRetryWait)
+		a.log.Warn("handling a slack event failed; it will be tried again", "event", e.Key, "try", e.Tries, "in", wait, "err", err)
+		err = a.cfg.Inbox.InboxRetry(bctx, e.ID, time.Now().Add(wait), err.Error())
+	}
+	if err != nil {
+		a.log.Warn("recording a slack event's outcome in the inbox failed; it is tried again once its lease ends", "event", e.Key, "err", err)
+	}
 }
 
-// Reasons enqueue refuses an event.
+// safely reads e's payload back and handles it, turning a panic into an
+// error.
+func (a *Adapter) safely(ctx context.Context, e core.InboxEvent) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			a.log.Error("handling a slack event panicked", "event", e.Key, "panic", r)
+			err = fmt.Errorf("handling panicked: %v", r)
+		}
+	}()
+	ev, err := slackevents.ParseEvent(json.RawMessage(e.Payload), slackevents.OptionNoVerifyToken())
+	if err != nil {
+		a.log.Error("an event in the inbox is not readable; dropped", "event", e.Key, "err", err)
+		return nil
+	}
+	return a.event(ctx, ev)
+}
+
+// Reasons take refuses an event; Slack sends it again.
 var (
 	errBacklogFull = errors.New("slack event backlog full")
 	errClosed      = errors.New("slack adapter shutting down")
 )
 
-// enqueue hands f to the workers without waiting; it fails when the
-// backlog is full or Run is shutting down.
-func (a *Adapter) enqueue(f func(context.Context)) error {
+// take records an event in the inbox and hands it to the workers without
+// waiting; only when it returns nil may the event be acknowledged. It fails
+// when the backlog is full, Run is shutting down, or the inbox write did
+// not commit within acceptTimeout. An event under a key still in the inbox
+// is acknowledged and not handed over again: whoever holds it handles it.
+// When the backlog filled up meanwhile and has no room before the deadline
+// either, the event is left to the next sweep.
+func (a *Adapter) take(ctx context.Context, payload []byte, cb *slackevents.EventsAPICallbackEvent) error {
 	a.gate.RLock()
 	defer a.gate.RUnlock()
 	if a.closed {
 		return errClosed
 	}
-	select {
-	case a.work <- f:
-		return nil
-	default:
+	if len(a.work) == cap(a.work) {
 		return errBacklogFull
+	}
+	key := ""
+	if cb != nil {
+		key = cb.EventID
+	}
+	if key == "" {
+		sum := sha256.Sum256(payload)
+		key = "sha256:" + hex.EncodeToString(sum[:])
+	}
+	ctx, cancel := context.WithTimeout(ctx, acceptTimeout)
+	defer cancel()
+	now := time.Now()
+	e, first, err := a.cfg.Inbox.AddInbox(ctx, core.InboxEvent{
+		Platform: core.PlatformSlack, Key: key, Payload: payload, ReceivedAt: now, DueAt: now.Add(inboxLease),
+	})
+	if err != nil {
+		return fmt.Errorf("record the event: %w", err)
+	}
+	if !first {
+		a.log.Debug("slack event already in the inbox", "event", key)
+		return nil
+	}
+	if !a.offer(ctx, e) {
+		// The backlog filled up meanwhile: the next sweep takes the
+		// event, rather than the end of its lease.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), acceptTimeout)
+		defer cancel()
+		if err := a.cfg.Inbox.InboxRetry(rctx, e.ID, now, ""); err != nil {
+			a.log.Warn("a slack event waits for its lease to end", "event", key, "err", err)
+		}
+	}
+	return nil
+}
+
+// offer hands e to the workers, waiting for room in the backlog until ctx
+// ends, unless it is being handled already; it reports whether e was
+// handed over.
+func (a *Adapter) offer(ctx context.Context, e core.InboxEvent) bool {
+	a.imu.Lock()
+	if a.inflight[e.ID] {
+		a.imu.Unlock()
+		return false
+	}
+	a.inflight[e.ID] = true
+	a.imu.Unlock()
+	select {
+	case a.work <- e:
+		return true
+	default:
+	}
+	select {
+	case a.work <- e:
+		return true
+	case <-ctx.Done():
+		a.done(e.ID)
+		return false
 	}
 }
 
-// event handles one Events API event (already acknowledged).
-func (a *Adapter) event(ctx context.Context, ev slackevents.EventsAPIEvent) {
+// done forgets that event id is being handled.
+func (a *Adapter) done(id int64) {
+	a.imu.Lock()
+	defer a.imu.Unlock()
+	delete(a.inflight, id)
+}
+
+// sweepLoop hands the workers the inbox's due events, at once and every
+// sweepEvery, until ctx ends.
+func (a *Adapter) sweepLoop(ctx context.Context) {
+	t := time.NewTicker(a.cfg.sweepEvery)
+	defer t.Stop()
+	for {
+		a.sweep(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// sweep claims as many due events as the backlog has room for and hands
+// over those not being handled already (claiming those renews their
+// lease).
+func (a *Adapter) sweep(ctx context.Context) {
+	a.gate.RLock()
+	defer a.gate.RUnlock()
+	room := cap(a.work) - len(a.work)
+	if a.closed || room == 0 {
+		return
+	}
+	es, err := a.cfg.Inbox.ClaimInbox(ctx, core.PlatformSlack, time.Now(), inboxLease, room)
+	if err != nil {
+		if ctx.Err() == nil {
+			a.log.Warn("reading the slack inbox failed", "err", err)
+		}
+		return
+	}
+	n := 0
+	full, cancel := context.WithCancel(ctx)
+	cancel() // the sweep never waits for room: it claimed no more than there was
+	for _, e := range es {
+		if a.offer(full, e) {
+			n++
+		}
+	}
+	if n > 0 {
+		a.log.Info("handling slack events from the inbox", "events", n)
+	}
+}
+
+// event handles one Events API event (already acknowledged). An error
+// means it was not handled and should be tried again: the bot's identity
+// unknown, or the service failing.
+func (a *Adapter) event(ctx context.Context, ev slackevents.EventsAPIEvent) error {
 	cb, _ := ev.Data.(*slackevents.EventsAPICallbackEvent)
 	eventID := ""
 	if cb != nil {
@@ -317,8 +531,7 @@ func (a *Adapter) event(ctx context.Context, ev slackevents.EventsAPIEvent) {
 	}
 	me, err := a.identity(ctx)
 	if err != nil {
-		a.log.Error("cannot tell who the bot is; event dropped", "event", eventID, "err", err)
-		return
+		return fmt.Errorf("who the bot is: %w", err)
 	}
 	team := ev.TeamID
 	if team == "" {
@@ -327,16 +540,16 @@ func (a *Adapter) event(ctx context.Context, ev slackevents.EventsAPIEvent) {
 	switch e := ev.InnerEvent.Data.(type) {
 	case *slackevents.AppMentionEvent:
 		if e.Edited != nil || a.ignored(me, e.User, e.BotID) {
-			return
+			return nil
 		}
 		m := a.message(ctx, me, team, eventID, e.Channel, e.User, e.BotID, text(e.Text, e.Blocks), e.TimeStamp, e.ThreadTimeStamp, e.Files)
 		m.Addressed = true
-		a.deliver(ctx, m)
+		return a.deliver(ctx, m)
 	case *slackevents.MessageEvent:
-		a.messageEvent(ctx, me, team, eventID, e)
+		return a.messageEvent(ctx, me, team, eventID, e)
 	case *slackevents.ReactionAddedEvent:
 		if e.User == "" || e.User == me.user || e.Item.Type != "message" {
-			return
+			return nil
 		}
 		root := e.Item.Timestamp // in a channel, only a reaction on a thread's root matters
 		if isDirect(e.Item.Channel) {
@@ -348,25 +561,25 @@ func (a *Adapter) event(ctx context.Context, ev slackevents.EventsAPIEvent) {
 		}
 		reply, err := a.svc.HandleReaction(ctx, r)
 		if err != nil {
-			a.log.Error("handling a reaction failed", "event", eventID, "err", err)
-			return
+			return fmt.Errorf("handle a reaction: %w", err)
 		}
 		a.answer(ctx, r.Thread, e.User, reply)
 	default:
 		a.log.Debug("slack event ignored", "type", ev.InnerEvent.Type)
 	}
+	return nil
 }
 
 // messageEvent handles a message event: a direct message, a message in a
 // thread, or one mentioning the bot.
-func (a *Adapter) messageEvent(ctx context.Context, me identity, team, eventID string, e *slackevents.MessageEvent) {
+func (a *Adapter) messageEvent(ctx context.Context, me identity, team, eventID string, e *slackevents.MessageEvent) error {
 	switch e.SubType {
 	case "", "file_share", "thread_broadcast":
 	default:
-		return // edits, deletions, joins, bot_message, …
+		return nil // edits, deletions, joins, bot_message, …
 	}
 	if a.ignored(me, e.User, e.BotID) {
-		return
+		return nil
 	}
 	var files []slack.File
 	if e.Message != nil {
@@ -376,7 +589,7 @@ func (a *Adapter) messageEvent(ctx context.Context, me identity, team, eventID s
 	mentioned := me.user != "" && strings.Contains(raw, "<@"+me.user)
 	comment := e.ThreadTimeStamp != "" && e.ThreadTimeStamp != e.TimeStamp && !a.cfg.RequireMention
 	if e.ChannelType != "im" && !mentioned && !comment {
-		return // a channel message not for Baton
+		return nil // a channel message not for Baton
 	}
 	m := a.message(ctx, me, team, eventID, e.Channel, e.User, e.BotID, raw, e.TimeStamp, e.ThreadTimeStamp, files)
 	switch {
@@ -389,7 +602,7 @@ func (a *Adapter) messageEvent(ctx context.Context, me identity, team, eventID s
 		// A comment if the thread is a task's; not Addressed, so that a
 		// thread Baton was never asked into does not become a task.
 	}
-	a.deliver(ctx, m)
+	return a.deliver(ctx, m)
 }
 
 // isDirect reports a direct-message channel, by its id: Slack gives DM
@@ -460,13 +673,13 @@ func (a *Adapter) author(ctx context.Context, user, bot string) chat.Author {
 }
 
 // deliver hands m to the service and shows its reply to the author.
-func (a *Adapter) deliver(ctx context.Context, m chat.Message) {
+func (a *Adapter) deliver(ctx context.Context, m chat.Message) error {
 	reply, err := a.svc.HandleMessage(ctx, m)
 	if err != nil {
-		a.log.Error("handling a message failed", "channel", m.Thread.Channel, "ts", m.MsgID, "err", err)
-		return
+		return fmt.Errorf("handle message %s in %s: %w", m.MsgID, m.Thread.Channel, err)
 	}
 	a.answer(ctx, m.Thread, strings.TrimPrefix(m.Author.ID, "slack:"), reply)
+	return nil
 }
 
 // answer shows a service's reply: in the thread when public, else to user

@@ -38,9 +38,16 @@ func newWorld(t testing.TB) *world {
 func newWorldWith(t testing.TB, opts chattest.Options) *world {
 	t.Helper()
 	sys := chattest.Start(t, opts)
+	return worldOver(t, sys, sys.Service, Config{Inbox: sys.Store})
+}
+
+// worldOver puts an HTTP-mode adapter configured by cfg, handing events to
+// svc, in front of sys.
+func worldOver(t testing.TB, sys *chattest.System, svc Service, cfg Config) *world {
+	t.Helper()
 	f := newFakeSlack(t)
-	a, base := startHTTP(t, sys.Service, f, Config{})
-	d := outbox.New(sys.Store, core.PlatformSlack, a.Poster(), outbox.Config{Split: chattext.Split, Poll: 20 * time.Millisecond, MaxFileBytes: opts.MaxFileBytes})
+	a, base := startHTTP(t, svc, f, cfg)
+	d := outbox.New(sys.Store, core.PlatformSlack, a.Poster(), outbox.Config{Split: chattext.Split, Poll: 20 * time.Millisecond, MaxFileBytes: sys.MaxFileBytes})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = d.Run(ctx) }()
@@ -515,7 +522,7 @@ func TestShutdownDrainIsBounded(t *testing.T) {
 func runOneWorker(t *testing.T, svc Service, drain time.Duration) (*httptest.Server, context.CancelFunc, <-chan error) {
 	t.Helper()
 	f := newFakeSlack(t)
-	a, err := New(svc, Config{Mode: ModeHTTP, BotToken: "xoxb-test", SigningSecret: secret, APIURL: f.url(), Workers: 1, DrainTimeout: drain, Logger: testLogger(t)})
+	a, err := New(svc, Config{Inbox: newInbox(t), Mode: ModeHTTP, BotToken: "xoxb-test", SigningSecret: secret, APIURL: f.url(), Workers: 1, DrainTimeout: drain, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

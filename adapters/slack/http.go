@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -24,12 +25,16 @@ const maxBody = 1 << 20
 //
 // Every request must carry Slack's signature over its body, made with the
 // signing secret, and a timestamp within 5 minutes: otherwise it is
-// answered 401 and nothing is handed over. Events are acknowledged at once
-// (200) and handed to the service by Run's workers; a retry of Slack's
-// (X-Slack-Retry-Num) is acknowledged and handed over too, the service
-// dropping the repeat. When the backlog is full, or Run is shutting down,
-// the answer is 503, and Slack tries again later; an event answered 200 is
-// handled even when shutdown begins right after (see Run).
+// answered 401 and nothing is handed over. An event is acknowledged (200)
+// once it is committed to the inbox, and then handed to the service by
+// Run's workers; when the inbox write fails (a full disk, a broken store)
+// or takes longer than 2 s, the answer is 500 and Slack sends the event
+// again, so that an event answered 200 is never lost: a failed handling,
+// a crash or a shutdown leaves it in the inbox to be handled again (see
+// Run). A retry of Slack's (X-Slack-Retry-Num) is acknowledged and handed
+// over too unless the inbox holds it still, the service dropping the
+// repeat. When the backlog is full, or Run is shutting down, the answer is
+// 503, and Slack tries again later.
 func (a *Adapter) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /slack/events", a.serveEvents)
@@ -97,12 +102,17 @@ func (a *Adapter) serveEvents(w http.ResponseWriter, r *http.Request) {
 		if n := r.Header.Get("X-Slack-Retry-Num"); n != "" {
 			a.log.Debug("slack retried an event", "retry", n, "reason", r.Header.Get("X-Slack-Retry-Reason"))
 		}
-		if err := a.enqueue(func(ctx context.Context) { a.event(ctx, ev) }); err != nil {
+		cb, _ := ev.Data.(*slackevents.EventsAPICallbackEvent)
+		switch err := a.take(r.Context(), body, cb); {
+		case errors.Is(err, errBacklogFull), errors.Is(err, errClosed):
 			a.log.Warn("slack event refused; slack will send it again", "why", err)
 			http.Error(w, "busy", http.StatusServiceUnavailable)
-			return
+		case err != nil:
+			a.log.Error("a slack event could not be stored; answered 500 so that slack sends it again", "err", err)
+			http.Error(w, "not stored", http.StatusInternalServerError)
+		default:
+			w.WriteHeader(http.StatusOK)
 		}
-		w.WriteHeader(http.StatusOK)
 	case slackevents.AppRateLimited:
 		a.log.Warn("slack is rate limiting the events sent to baton")
 		w.WriteHeader(http.StatusOK)

@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +20,7 @@ import (
 	"time"
 
 	"github.com/baton-bot/baton/core/chat"
+	"github.com/baton-bot/baton/core/sqlite"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -90,9 +93,24 @@ func (r *recorder) handed() int {
 	return len(r.messages) + len(r.commands) + len(r.reacts)
 }
 
-// startHTTP runs an HTTP-mode adapter over svc and the fake Slack.
+// newInbox opens a store of its own for an adapter's inbox.
+func newInbox(t testing.TB) *sqlite.Store {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "baton.db"), sqlite.Options{WorkspaceRoot: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// startHTTP runs an HTTP-mode adapter over svc and the fake Slack; its
+// inbox is a store of its own unless cfg names one.
 func startHTTP(t testing.TB, svc Service, f *fakeSlack, cfg Config) (*Adapter, string) {
 	t.Helper()
+	if cfg.Inbox == nil {
+		cfg.Inbox = newInbox(t)
+	}
 	cfg.Mode, cfg.BotToken, cfg.SigningSecret, cfg.APIURL = ModeHTTP, "xoxb-test", secret, f.url()
 	a, err := New(svc, cfg)
 	if err != nil {
@@ -237,7 +255,9 @@ func TestEventsTranslated(t *testing.T) {
 	send(callback("Ev10", map[string]any{"type": "reaction_added", "user": botUser, "reaction": "eyes",
 		"item": map[string]any{"type": "message", "channel": "C1", "ts": "1700000000.000100"}, "event_ts": "1700000000.001000"}), "")
 
-	eventually(t, "the events to be handed over", func() bool { return svc.handed() >= 5 })
+	// Slack's retry of Ev1 is handed over again only when the first was
+	// handled and left the inbox before it came (the service drops it).
+	eventually(t, "the events to be handed over", func() bool { return svc.handed() >= 4 })
 	time.Sleep(100 * time.Millisecond) // let an event that should have been dropped show up
 	svc.mu.Lock()
 	defer svc.mu.Unlock()
@@ -245,15 +265,14 @@ func TestEventsTranslated(t *testing.T) {
 	want := []chat.Message{
 		{Thread: root, Channel: "slack:C1", MsgID: "1700000000.000100", EventID: "Ev1", Author: chat.Author{ID: "slack:U1"}, Text: "summarise @U2's plan",
 			Original: "<@UBATON> summarise <@U2>'s plan", Addressed: true},
-		{Thread: root, Channel: "slack:C1", MsgID: "1700000000.000100", EventID: "Ev1", Author: chat.Author{ID: "slack:U1"}, Text: "summarise @U2's plan",
-			Original: "<@UBATON> summarise <@U2>'s plan", Addressed: true},
 		{Thread: root, Channel: "slack:C1", MsgID: "1700000000.000200", EventID: "Ev2", Author: chat.Author{ID: "slack:U2"}, Text: "and the budget"},
 		{Thread: thread("D3"), Channel: "slack:D3", MsgID: "1700000000.000800", EventID: "Ev8", Author: chat.Author{ID: "slack:U3"}, Text: "hello there", Addressed: true, Direct: true},
 	}
-	want[3].Thread.Channel = "D3"
+	want[2].Thread.Channel = "D3"
 	sortByEvent := cmp.Transformer("at", func(m chat.Message) chat.Message { m.At = time.Time{}; return m })
 	got := append([]chat.Message(nil), svc.messages...)
 	sortMessages(got)
+	got = slices.CompactFunc(got, func(a, b chat.Message) bool { return cmp.Equal(a, b, sortByEvent) })
 	if diff := cmp.Diff(want, got, sortByEvent); diff != "" {
 		t.Errorf("messages (-want +got):\n%s", diff)
 	}

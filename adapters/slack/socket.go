@@ -13,10 +13,12 @@ import (
 )
 
 // runSocket runs the Socket Mode connection until ctx ends. slack-go
-// reconnects after a drop or a disconnect request; every envelope is
-// acknowledged as soon as it is read, events are then handed to the
-// workers (waiting for one when the backlog is full), and a slash command
-// is acknowledged with its answer.
+// reconnects after a drop or a disconnect request. An event's envelope is
+// acknowledged once the event is committed to the inbox, and the event then
+// handed to the workers; when the inbox write fails, the backlog is full or
+// Run is shutting down, the envelope is not acknowledged and Slack sends it
+// again. A slash command is acknowledged with its answer; other envelopes
+// as soon as they are read.
 func (a *Adapter) runSocket(ctx context.Context) error {
 	sm := socketmode.New(a.api, socketmode.OptionLog(slog.NewLogLogger(a.log.Handler(), slog.LevelDebug)))
 	ctx, cancel := context.WithCancel(ctx)
@@ -64,20 +66,21 @@ func (a *Adapter) socketEvent(ctx context.Context, sm *socketmode.Client, ev soc
 		if ev.Request == nil {
 			return nil
 		}
-		a.ack(ctx, sm, ev.Request, nil)
 		a.touch()
 		e, ok := ev.Data.(slackevents.EventsAPIEvent)
 		if !ok || e.Type != slackevents.CallbackEvent {
+			a.ack(ctx, sm, ev.Request, nil)
 			return nil
 		}
 		if ev.Request.RetryAttempt > 0 {
 			a.log.Debug("slack retried an event", "retry", ev.Request.RetryAttempt, "reason", ev.Request.RetryReason)
 		}
-		select {
-		case a.work <- func(ctx context.Context) { a.event(ctx, e) }:
-		case <-ctx.Done():
-			a.log.Warn("shutdown: an acknowledged slack event dropped, the backlog being full", "envelope", ev.Request.EnvelopeID)
+		cb, _ := e.Data.(*slackevents.EventsAPICallbackEvent)
+		if err := a.take(ctx, ev.Request.Payload, cb); err != nil {
+			a.log.Warn("a slack event not acknowledged; slack will send it again", "envelope", ev.Request.EnvelopeID, "why", err)
+			return nil
 		}
+		a.ack(ctx, sm, ev.Request, nil)
 	case socketmode.EventTypeSlashCommand:
 		if ev.Request == nil {
 			return nil

@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/baton-bot/baton/core/chat"
 	"github.com/google/go-cmp/cmp"
 	"github.com/gorilla/websocket"
 	"github.com/slack-go/slack/slacktest"
@@ -99,7 +101,7 @@ func TestSocketMode(t *testing.T) {
 	}
 	f := newFakeSlack(t, s.bind)
 	svc := &recorder{}
-	a, err := New(svc, Config{Mode: ModeSocket, BotToken: "xoxb-test", AppToken: "xapp-test", APIURL: f.url(), Logger: testLogger(t)})
+	a, err := New(svc, Config{Inbox: newInbox(t), Mode: ModeSocket, BotToken: "xoxb-test", AppToken: "xapp-test", APIURL: f.url(), Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +113,11 @@ func TestSocketMode(t *testing.T) {
 	go func() { done <- a.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	eventually(t, "three messages handed over", func() bool { return svc.handed() >= 3 })
+	eventually(t, "both messages handed over", func() bool {
+		svc.mu.Lock()
+		defer svc.mu.Unlock()
+		return slices.ContainsFunc(svc.messages, func(m chat.Message) bool { return m.EventID == "Ev2" })
+	})
 	eventually(t, "three acks", func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -134,8 +140,11 @@ func TestSocketMode(t *testing.T) {
 		got = append(got, m.EventID+" "+m.MsgID+" "+m.Text)
 	}
 	svc.mu.Unlock()
-	want := []string{"Ev1 " + root + " hello", "Ev1 " + root + " hello", "Ev2 1700000000.000200 more"}
-	if diff := cmp.Diff(want, got, cmpSorted); diff != "" {
+	// The retry env-2 is acknowledged; it is handed over again only when
+	// env-1's event had left the inbox (the service drops the repeat).
+	got = slices.Compact(slices.Sorted(slices.Values(got)))
+	want := []string{"Ev1 " + root + " hello", "Ev2 1700000000.000200 more"}
+	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("handed over (-want +got):\n%s", diff)
 	}
 	if time.Since(a.LastEvent()) > time.Minute {

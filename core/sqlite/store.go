@@ -281,6 +281,24 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
+// Heartbeat makes the smallest write there is, the time in the heartbeat
+// row of store_meta, through the same writer as every other write, and
+// returns once it is committed: nil, or why the store cannot write (a full
+// disk, a read-only or corrupt file, a lock held elsewhere past ctx).
+// Ping reaches the file without writing, so only this tells a readiness
+// check that writes go through.
+func (s *Store) Heartbeat(ctx context.Context) error {
+	err := s.tx(ctx, func(tx *txn) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO store_meta (key, value) VALUES ('heartbeat', ?)
+			ON CONFLICT (key) DO UPDATE SET value = excluded.value`, strconv.FormatInt(time.Now().UnixMilli(), 10))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("store heartbeat: %w", err)
+	}
+	return nil
+}
+
 // Migrate applies the embedded migrations not yet recorded in
 // schema_migrations, each in its own transaction. Running it again is a
 // no-op; concurrent runs (several processes starting) apply each

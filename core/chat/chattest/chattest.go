@@ -32,6 +32,7 @@ type System struct {
 	Queue         core.Queue
 	Service       *chat.Service
 	WorkspaceRoot string
+	MaxFileBytes  int64 // Options.MaxFileBytes, for the deliverers a test adds
 }
 
 // Options configure Start.
@@ -88,5 +89,5 @@ func Start(t testing.TB, opts Options) *System {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = pool.Run(pctx) }()
 	t.Cleanup(func() { stop(); <-done })
-	return &System{LLM: srv, Store: st, Queue: q, Service: svc, WorkspaceRoot: wsRoot}
+	return &System{LLM: srv, Store: st, Queue: q, Service: svc, WorkspaceRoot: wsRoot, MaxFileBytes: opts.MaxFileBytes}
 }
