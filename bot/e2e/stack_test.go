@@ -1,0 +1,94 @@
+package e2e_test
+
+// The stack: Baton's whole system in-process for the tests of this package:
+// a real SQLite store, the in-process queue, a worker pool running the engine
+// with the built-in pieces and real tools (Bash unsandboxed), and the
+// scripted LLM server.
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/baton-bot/baton/configs"
+	"github.com/baton-bot/baton/core"
+	"github.com/baton-bot/baton/core/chat"
+	"github.com/baton-bot/baton/core/engine"
+	"github.com/baton-bot/baton/core/llm"
+	"github.com/baton-bot/baton/core/llmtest"
+	"github.com/baton-bot/baton/core/piece"
+	"github.com/baton-bot/baton/core/sandbox"
+	"github.com/baton-bot/baton/core/sqlite"
+	"github.com/baton-bot/baton/core/tokens"
+	"github.com/baton-bot/baton/core/tools"
+	"github.com/baton-bot/baton/core/worker"
+	"github.com/baton-bot/baton/queue"
+)
+
+// system is the running stack. Everything stops at the end of the test.
+type system struct {
+	LLM           *llmtest.Server
+	Store         *sqlite.Store
+	Queue         core.Queue
+	Service       *chat.Service
+	WorkspaceRoot string
+	MaxFileBytes  int64 // Options.MaxFileBytes, for the deliverers a test adds
+}
+
+// stackOptions configure startStack.
+type stackOptions struct {
+	Access chat.Access
+	// Concurrency is the worker pool's (2 by default).
+	Concurrency int
+	// MaxFileBytes caps attachments (files.max_bytes); 0 keeps the
+	// service's default.
+	MaxFileBytes int64
+}
+
+// startStack builds and runs the stack for t.
+func startStack(t testing.TB, opts stackOptions) *system {
+	t.Helper()
+	ctx := context.Background()
+	wsRoot := t.TempDir()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "baton.db"), sqlite.Options{WorkspaceRoot: wsRoot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	sb, err := sandbox.New(context.Background(), sandbox.Config{Mode: sandbox.None})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bash, err := tools.NewBash(tools.BashConfig{Sandbox: sb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	box := tools.Builtin(bash, nil)
+	lib, err := piece.Load(configs.FS, "", piece.Rules{KnownTool: func(n string) bool { _, ok := box.Lookup(n); return ok }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := llmtest.NewServer(t)
+	client, err := llm.New(llm.Config{BaseURL: srv.URL(), Model: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := queue.NewMemory(queue.Options{Lease: 5 * time.Second})
+	t.Cleanup(func() { q.Close() })
+	svc := chat.NewService(st, q, chat.Config{DefaultPiece: "chat", Pieces: lib, Access: opts.Access, MaxFileBytes: opts.MaxFileBytes})
+	eng, err := engine.New(client, st, lib, box, tokens.Default(), engine.Config{Model: "m", ContextWindow: 100000, Observer: svc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec := worker.NewExecutor(st, q, eng, worker.ExecutorConfig{Notify: svc})
+	pool := worker.NewPool(q, exec, worker.PoolConfig{
+		Concurrency: max(opts.Concurrency, 2), Lease: 5 * time.Second, Heartbeat: time.Second, AbortPoll: 100 * time.Millisecond,
+		ClaimWait: 100 * time.Millisecond, ShutdownGrace: time.Second,
+	})
+	pctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = pool.Run(pctx) }()
+	t.Cleanup(func() { stop(); <-done })
+	return &system{LLM: srv, Store: st, Queue: q, Service: svc, WorkspaceRoot: wsRoot, MaxFileBytes: opts.MaxFileBytes}
+}
