@@ -215,6 +215,9 @@ type InboundStore interface {
 	Ingest(ctx context.Context, in Inbound) (Ingested, error)
 	// SeenInbound records key and reports whether it was new.
 	SeenInbound(ctx context.Context, key string, at time.Time) (first bool, err error)
+	// InboundKnown reports whether any of keys was recorded (by Ingest or
+	// SeenInbound). It records nothing.
+	InboundKnown(ctx context.Context, keys []string) (bool, error)
 	// PruneInbound deletes keys seen before t and returns how many.
 	PruneInbound(ctx context.Context, before time.Time) (int64, error)
 }

@@ -13,11 +13,19 @@ import (
 
 // runCommand runs an in-thread `!` command. Answers meant for the thread
 // (status, help) are posted there; refusals come back as the Reply.
-func (s *Service) runCommand(ctx context.Context, task core.Task, m Message, text string) (Reply, error) {
+func (s *Service) runCommand(ctx context.Context, task core.Task, m Message, keys []string, text string) (Reply, error) {
 	name, args, _ := command(text)
 	r, err := s.command(ctx, Command{Name: name, Args: args, Thread: m.Thread, InThread: task.ID != 0, Direct: m.Direct, Channel: m.Channel, Author: m.Author}, task)
-	if err != nil || !r.Public || task.ID == 0 {
-		return r, err
+	if err != nil {
+		return Reply{}, err
+	}
+	// Recorded once the command ran: a redelivery of a command that failed
+	// runs it again; one of a command that ran finds its keys.
+	if first, err := s.seen(ctx, keys); err != nil || !first {
+		return Reply{}, err
+	}
+	if !r.Public || task.ID == 0 {
+		return r, nil
 	}
 	s.post(ctx, task.ID, 0, r.Text)
 	return Reply{}, nil

@@ -99,9 +99,12 @@ func (s *Service) say(key string, pairs ...string) string { return say(s.cfg.Loc
 // A message's dedup keys, its thread's task, its comment and the job it
 // starts are written in one transaction (core.InboundStore.Ingest), so a
 // message is either taken whole or not at all and a redelivery finds it
-// taken. A message with attachments records its keys first and stores its
-// comment once the files are saved in the task's workspace, so that a
-// redelivery downloads nothing twice.
+// taken. A message with attachments saves its files in the task's
+// workspace first and then ingests the rest; when that write fails (or a
+// concurrent delivery won), the files it saved are removed again, so a
+// redelivery finds nothing half-taken. A `!` command runs first and records
+// its keys after: a command that failed, or whose keys could not be
+// recorded, runs again when the message is delivered again.
 func (s *Service) HandleMessage(ctx context.Context, m Message) (Reply, error) {
 	keys := inboundKeys(m)
 	text := s.clean(m.Text)
@@ -119,10 +122,10 @@ func (s *Service) HandleMessage(ctx context.Context, m Message) (Reply, error) {
 		return s.once(ctx, keys, Reply{Text: s.say("not_allowed")})
 	}
 	if name, _, ok := command(text); ok && name != "piece" {
-		if first, err := s.seen(ctx, keys); err != nil || !first {
+		if known, err := s.store.InboundKnown(ctx, keys); err != nil || known {
 			return Reply{}, err
 		}
-		return s.runCommand(ctx, task, m, text) // task is zero in a new thread
+		return s.runCommand(ctx, task, m, keys, text) // task is zero in a new thread
 	}
 	if found {
 		active, err := s.store.ActiveJob(ctx, task.ID)
@@ -148,10 +151,9 @@ func (s *Service) HandleMessage(ctx context.Context, m Message) (Reply, error) {
 	}
 	switch {
 	case len(m.Files) > 0:
-		if first, err := s.seen(ctx, keys); err != nil || !first {
+		if known, err := s.store.InboundKnown(ctx, keys); err != nil || known {
 			return Reply{}, err
 		}
-		in.Keys = nil
 		if !found {
 			if task, err = s.openTask(ctx, m, text); err != nil {
 				return Reply{}, err
@@ -163,6 +165,7 @@ func (s *Service) HandleMessage(ctx context.Context, m Message) (Reply, error) {
 	}
 	res, err := s.store.Ingest(ctx, in)
 	if err != nil || res.Duplicate {
+		s.removeFiles(task, in.Comment.Files)
 		return Reply{}, err
 	}
 	switch {
@@ -348,6 +351,27 @@ func (s *Service) saveFiles(ctx context.Context, task core.Task, m Message) []st
 		paths = append(paths, rel)
 	}
 	return paths
+}
+
+// removeFiles removes the attachments saved for a message that was not
+// taken after all (its write failed, or another delivery of it won), so
+// that its next delivery saves them under the same names. A failure is
+// logged: the files stay, unlisted, in input/.
+func (s *Service) removeFiles(task core.Task, paths []string) {
+	if len(paths) == 0 {
+		return
+	}
+	ws, err := workspace.Open(task.Workspace)
+	if err != nil {
+		s.log.Warn("attachments of a message not taken stay in the workspace", "task", task.ID, "files", len(paths), "err", err)
+		return
+	}
+	defer ws.Close()
+	for _, p := range paths {
+		if err := ws.Remove(p); err != nil {
+			s.log.Warn("attachment of a message not taken stays in the workspace", "task", task.ID, "file", p, "err", err)
+		}
+	}
 }
 
 var (

@@ -215,6 +215,22 @@ func (s *Store) SeenInbound(ctx context.Context, key string, at time.Time) (bool
 	return first, nil
 }
 
+// InboundKnown reports whether any of keys was recorded. It records
+// nothing.
+func (s *Store) InboundKnown(ctx context.Context, keys []string) (bool, error) {
+	for _, k := range keys {
+		var one int
+		err := s.reader.QueryRowContext(ctx, `SELECT 1 FROM inbound_events WHERE key = ?`, k).Scan(&one)
+		if err == nil {
+			return true, nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return false, fmt.Errorf("inbound %q known: %w", k, err)
+		}
+	}
+	return false, nil
+}
+
 // PruneInbound deletes keys seen before t and returns how many.
 func (s *Store) PruneInbound(ctx context.Context, before time.Time) (int64, error) {
 	var n int64

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -236,6 +237,14 @@ func TestInbound(t *testing.T) {
 			t.Errorf("step %d SeenInbound(%s) = %v, want %v", i, st.key, first, st.first)
 		}
 	}
+	for keys, want := range map[string]bool{"slack:Ev1": true, "slack:Ev9 discord:m1": true, "slack:Ev9": false, "": false} {
+		if known, err := s.InboundKnown(ctx, strings.Fields(keys)); err != nil || known != want {
+			t.Errorf("InboundKnown(%s) = %v, %v; want %v", keys, known, err, want)
+		}
+	}
+	if first, err := s.SeenInbound(ctx, "slack:Ev9", base.Add(3*time.Hour)); err != nil || !first {
+		t.Errorf("InboundKnown recorded a key: SeenInbound = %v, %v", first, err)
+	}
 	n, err := s.PruneInbound(ctx, base.Add(2*time.Hour))
 	if err != nil || n != 1 {
 		t.Errorf("PruneInbound = %d, %v; want 1", n, err)
@@ -246,8 +255,8 @@ func TestInbound(t *testing.T) {
 			t.Errorf("after prune SeenInbound(%s) = %v, %v; want %v", key, first, err, want)
 		}
 	}
-	if n, err := s.PruneInbound(ctx, base.Add(24*time.Hour)); err != nil || n != 3 {
-		t.Errorf("PruneInbound all = %d, %v; want 3", n, err)
+	if n, err := s.PruneInbound(ctx, base.Add(24*time.Hour)); err != nil || n != 4 {
+		t.Errorf("PruneInbound all = %d, %v; want 4", n, err)
 	}
 }
 
