@@ -12,13 +12,14 @@ const (
 	JobRunning         JobState = "running"
 	JobWaitingHuman    JobState = "waiting_human"
 	JobWaitingSubtasks JobState = "waiting_subtasks"
+	JobWaitingApproval JobState = "waiting_approval"
 	JobSucceeded       JobState = "succeeded"
 	JobFailed          JobState = "failed"
 	JobAborted         JobState = "aborted"
 )
 
 // JobStates lists every state, active ones first.
-var JobStates = []JobState{JobQueued, JobRunning, JobWaitingHuman, JobWaitingSubtasks, JobSucceeded, JobFailed, JobAborted}
+var JobStates = []JobState{JobQueued, JobRunning, JobWaitingHuman, JobWaitingSubtasks, JobWaitingApproval, JobSucceeded, JobFailed, JobAborted}
 
 // Terminal reports whether no further change is possible from s.
 func (s JobState) Terminal() bool {
@@ -27,7 +28,13 @@ func (s JobState) Terminal() bool {
 
 // Active reports whether a job in state s counts as the task's active job.
 func (s JobState) Active() bool {
-	return s == JobQueued || s == JobRunning || s == JobWaitingHuman || s == JobWaitingSubtasks
+	return s == JobQueued || s == JobRunning || s.Waiting()
+}
+
+// Waiting reports whether a job in state s is parked: it waits for a
+// person's answer, its subtasks or an approval, and resumes once.
+func (s JobState) Waiting() bool {
+	return s == JobWaitingHuman || s == JobWaitingSubtasks || s == JobWaitingApproval
 }
 
 // Valid reports whether s is one of the known states.
@@ -42,9 +49,10 @@ func (s JobState) Valid() bool {
 
 var transitions = map[JobState][]JobState{
 	JobQueued:          {JobRunning, JobAborted},
-	JobRunning:         {JobSucceeded, JobWaitingHuman, JobWaitingSubtasks, JobFailed, JobAborted, JobQueued},
+	JobRunning:         {JobSucceeded, JobWaitingHuman, JobWaitingSubtasks, JobWaitingApproval, JobFailed, JobAborted, JobQueued},
 	JobWaitingHuman:    {JobQueued, JobAborted},
 	JobWaitingSubtasks: {JobQueued, JobAborted},
+	JobWaitingApproval: {JobQueued, JobAborted},
 }
 
 // CanTransition reports whether the transition table allows from -> to.
@@ -81,7 +89,7 @@ type Job struct {
 	TriggerMsgID     string // platform id of the message that started it; "" for none
 	State            JobState
 	Movement         string // current movement; "" before the first
-	ResumeMovement   string // where an ASK or WAIT_SUBTASKS resumes
+	ResumeMovement   string // where an ASK, WAIT_SUBTASKS or approval resumes
 	MovementCount    int    // movements run so far in this job
 	Iteration        int    // LLM call number in the current movement
 	Attempt          int64
@@ -126,4 +134,8 @@ const (
 	EventAbortAsk  = "abort_requested"
 	EventError     = "error"
 	EventProgress  = "progress"
+	// EventApprovalAsked and EventApprovalDecided record an approval's
+	// request (the call, the rule) and its decision (who, the verdict).
+	EventApprovalAsked   = "approval_asked"
+	EventApprovalDecided = "approval_decided"
 )

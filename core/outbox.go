@@ -42,6 +42,10 @@ type OutboxMessage struct {
 	LastError     string
 	PlatformMsgID string // set once delivered
 	CreatedAt     time.Time
+	// Ref, on an update, names the message it edits: the first update
+	// delivered under Ref is posted, later ones edit it. "" is the job's
+	// status message.
+	Ref string
 }
 
 // OutboxStats are a platform's outbox figures.

@@ -15,6 +15,7 @@ type Store interface {
 	OutboxStore
 	InboundStore
 	InboxStore
+	ApprovalStore
 	// Ping reports whether the store is reachable.
 	Ping(ctx context.Context) error
 	Close() error
@@ -79,7 +80,15 @@ type Finish struct {
 	// people are shown, any further lines detail (a panic's stack trace).
 	Error          string
 	Question       string // with To == waiting_human
-	ResumeMovement string // with To == waiting_human or waiting_subtasks
+	ResumeMovement string // with To == waiting_human, waiting_subtasks or waiting_approval
+	// Approval, with To == waiting_approval, is the pending call, stored
+	// with the park under the job's new WaitSeq (its JobID, TaskID and
+	// WaitSeq are filled by the store).
+	Approval *Approval
+	// Checkpoint, with To == waiting_approval, is what the parked movement
+	// resumes from (the engine's, opaque to the store); see
+	// ApprovalStore.TakeCheckpoint.
+	Checkpoint string
 	AbortedBy      string // with To == aborted
 	// Children are created with the parent's transition to
 	// waiting_subtasks, in the same transaction.
@@ -131,7 +140,7 @@ type JobStore interface {
 	// declared it dead. A terminal job is left as it is (no error).
 	FailJob(ctx context.Context, id int64, reason string) (Job, error)
 	// ResumeJob requeues a job waiting under waitSeq (waiting_human or
-	// waiting_subtasks). It reports false, changing nothing, when the job is
+	// waiting_subtasks; an approval is resumed by DecideApproval). It reports false, changing nothing, when the job is
 	// no longer waiting under waitSeq, so a reply delivered twice resumes once.
 	ResumeJob(ctx context.Context, id, waitSeq int64) (bool, error)
 	// RequestAbort records an abort by who. A queued or waiting job becomes
@@ -166,6 +175,9 @@ type OutboxStore interface {
 	// StatusMessage returns the platform id of job jobID's status message:
 	// its first update delivered. ErrNotFound when there is none yet.
 	StatusMessage(ctx context.Context, jobID int64) (string, error)
+	// RefMessage returns the platform id of the first update delivered
+	// under ref in task taskID. ErrNotFound when there is none yet.
+	RefMessage(ctx context.Context, taskID int64, ref string) (string, error)
 }
 
 // Inbound is what one inbound message writes, all in one transaction

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/baton-bot/baton/core"
 )
@@ -146,12 +147,13 @@ func (s *Store) queryJobs(ctx context.Context, q string, args ...any) ([]core.Jo
 
 func activeJob(ctx context.Context, q querier, taskID int64) (core.Job, error) {
 	return scanJob(q.QueryRowContext(ctx, `SELECT `+jobCols+` FROM jobs
-		WHERE task_id = ? AND state IN (?, ?, ?, ?) ORDER BY id DESC LIMIT 1`,
-		taskID, string(core.JobQueued), string(core.JobRunning), string(core.JobWaitingHuman), string(core.JobWaitingSubtasks)))
+		WHERE task_id = ? AND state IN (?, ?, ?, ?, ?) ORDER BY id DESC LIMIT 1`,
+		taskID, string(core.JobQueued), string(core.JobRunning), string(core.JobWaitingHuman), string(core.JobWaitingSubtasks),
+		string(core.JobWaitingApproval)))
 }
 
 // ActiveJob returns the task's newest job in an active state (queued,
-// running, waiting_human, waiting_subtasks), or an error wrapping
+// running, waiting_human, waiting_subtasks, waiting_approval), or an error wrapping
 // core.ErrNotFound.
 func (s *Store) ActiveJob(ctx context.Context, taskID int64) (core.Job, error) {
 	j, err := activeJob(ctx, s.reader, taskID)
@@ -298,6 +300,10 @@ func (s *Store) FinishJob(ctx context.Context, id, attempt int64, f core.Finish)
 		return core.Job{}, fmt.Errorf("finish job %d attempt %d: children given with %s (only with %s)",
 			id, attempt, f.To, core.JobWaitingSubtasks)
 	}
+	if (f.Approval != nil) != (f.To == core.JobWaitingApproval) {
+		return core.Job{}, fmt.Errorf("finish job %d attempt %d as %s: an approval goes with %s, and only with it",
+			id, attempt, f.To, core.JobWaitingApproval)
+	}
 	var out core.Job
 	err := s.tx(ctx, func(tx *txn) error {
 		j, err := fence(ctx, tx, id, attempt)
@@ -323,7 +329,7 @@ func (s *Store) FinishJob(ctx context.Context, id, attempt int64, f core.Finish)
 				set = append(set, "aborted_by = ?")
 				args = append(args, f.AbortedBy)
 			}
-		case core.JobWaitingHuman, core.JobWaitingSubtasks:
+		case core.JobWaitingHuman, core.JobWaitingSubtasks, core.JobWaitingApproval:
 			kind = core.EventParked
 			set = append(set, "wait_seq = wait_seq + 1", "question = ?", "resume_movement = ?")
 			args = append(args, f.Question, f.ResumeMovement)
@@ -342,6 +348,20 @@ func (s *Store) FinishJob(ctx context.Context, id, attempt int64, f core.Finish)
 			return err
 		}
 		if err := oneRow(res); err != nil {
+			return err
+		}
+		if f.Approval != nil {
+			if err := insertApproval(ctx, tx, j, j.WaitSeq+1, *f.Approval); err != nil {
+				return fmt.Errorf("approval: %w", err)
+			}
+			if err := saveCheckpoint(ctx, tx, id, j.WaitSeq+1, f.Checkpoint); err != nil {
+				return fmt.Errorf("checkpoint: %w", err)
+			}
+			if _, err := addEvent(ctx, tx, core.JobEvent{JobID: id, Kind: core.EventApprovalAsked, Movement: f.ResumeMovement,
+				Detail: f.Approval.Tool + " " + clip(f.Approval.Subject, 300) + " (" + f.Approval.Rule + ")"}); err != nil {
+				return err
+			}
+		} else if _, err := tx.ExecContext(ctx, `DELETE FROM job_checkpoints WHERE job_id = ?`, id); err != nil {
 			return err
 		}
 		for i, c := range f.Children {
@@ -513,6 +533,13 @@ func (s *Store) RequestAbort(ctx context.Context, id int64, by string) (core.Job
 				return err
 			}
 		}
+		if j.State == core.JobWaitingApproval {
+			// Nobody may decide for an aborted job: its approval is denied.
+			if _, err := tx.ExecContext(ctx, `UPDATE approvals SET state = ?, decided_by = ?, reason = 'aborted', decided_at = ?
+				WHERE job_id = ? AND state = ?`, string(core.ApprovalDenied), by, at, id, string(core.ApprovalPending)); err != nil {
+				return err
+			}
+		}
 		out, err = jobByID(ctx, tx, id)
 		return err
 	})
@@ -601,4 +628,15 @@ func insertJobOutbox(ctx context.Context, tx *txn, taskID, id, attempt int64, ms
 		}
 	}
 	return nil
+}
+
+// clip cuts s to n bytes at a rune boundary, marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }

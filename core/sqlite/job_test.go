@@ -125,7 +125,7 @@ func TestJobsActiveJobCount(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[core.JobState]int64{core.JobQueued: 2, core.JobRunning: 1, core.JobAborted: 1,
-		core.JobWaitingHuman: 0, core.JobWaitingSubtasks: 0, core.JobSucceeded: 0, core.JobFailed: 0}
+		core.JobWaitingHuman: 0, core.JobWaitingSubtasks: 0, core.JobWaitingApproval: 0, core.JobSucceeded: 0, core.JobFailed: 0}
 	if diff := cmp.Diff(want, counts); diff != "" {
 		t.Errorf("CountJobs (-want +got):\n%s", diff)
 	}

@@ -11,14 +11,14 @@ import (
 )
 
 const outboxCols = `o.id, o.task_id, COALESCE(o.job_id, 0), o.attempt, o.seq, o.kind, o.payload, o.state, o.tries,
-	o.next_try_at, o.last_error, o.platform_msg_id, o.created_at`
+	o.next_try_at, o.last_error, o.platform_msg_id, o.created_at, o.ref`
 
 func scanOutbox(r scanner) (core.OutboxMessage, error) {
 	var m core.OutboxMessage
 	var kind, state string
 	var next, created int64
 	err := r.Scan(&m.ID, &m.TaskID, &m.JobID, &m.Attempt, &m.Seq, &kind, &m.Payload, &state, &m.Tries,
-		&next, &m.LastError, &m.PlatformMsgID, &created)
+		&next, &m.LastError, &m.PlatformMsgID, &created, &m.Ref)
 	if err != nil {
 		return core.OutboxMessage{}, notFound(err)
 	}
@@ -36,10 +36,10 @@ func insertOutbox(ctx context.Context, tx *txn, m core.OutboxMessage) (int64, er
 	}
 	var id int64
 	err := tx.QueryRowContext(ctx, `INSERT INTO outbox (task_id, job_id, attempt, seq, kind, payload, state, tries,
-		next_try_at, last_error, platform_msg_id, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, '', '', ?) RETURNING id`,
+		next_try_at, last_error, platform_msg_id, created_at, ref)
+		VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, '', '', ?, ?) RETURNING id`,
 		m.TaskID, nullID(m.JobID), m.Attempt, seq, string(m.Kind), m.Payload, string(core.OutboxPending),
-		ms(m.NextTryAt), ms(now())).Scan(&id)
+		ms(m.NextTryAt), ms(now()), m.Ref).Scan(&id)
 	if err != nil {
 		return 0, constraint(err)
 	}
@@ -184,13 +184,28 @@ func (s *Store) OutboxStats(ctx context.Context) (map[core.Platform]core.OutboxS
 func (s *Store) StatusMessage(ctx context.Context, jobID int64) (string, error) {
 	var id string
 	err := s.reader.QueryRowContext(ctx, `SELECT platform_msg_id FROM outbox
-		WHERE job_id = ? AND kind = ? AND state = ? AND platform_msg_id IS NOT NULL AND platform_msg_id <> ''
+		WHERE job_id = ? AND kind = ? AND ref = '' AND state = ? AND platform_msg_id IS NOT NULL AND platform_msg_id <> ''
 		ORDER BY id LIMIT 1`, jobID, string(core.OutboxUpdate), string(core.OutboxSent)).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", fmt.Errorf("status message of job %d: %w", jobID, core.ErrNotFound)
 	}
 	if err != nil {
 		return "", fmt.Errorf("status message of job %d: %w", jobID, err)
+	}
+	return id, nil
+}
+
+// RefMessage implements core.OutboxStore.
+func (s *Store) RefMessage(ctx context.Context, taskID int64, ref string) (string, error) {
+	var id string
+	err := s.reader.QueryRowContext(ctx, `SELECT platform_msg_id FROM outbox
+		WHERE task_id = ? AND ref = ? AND kind = ? AND state = ? AND platform_msg_id <> ''
+		ORDER BY id LIMIT 1`, taskID, ref, string(core.OutboxUpdate), string(core.OutboxSent)).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", fmt.Errorf("message %q of task %d: %w", ref, taskID, core.ErrNotFound)
+	}
+	if err != nil {
+		return "", fmt.Errorf("message %q of task %d: %w", ref, taskID, err)
 	}
 	return id, nil
 }

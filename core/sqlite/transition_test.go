@@ -30,6 +30,8 @@ func reach(t testing.TB, s *Store, state core.JobState) core.Job {
 		f.Question, f.ResumeMovement = "which one?", "plan"
 	case core.JobWaitingSubtasks:
 		f.ResumeMovement = "plan"
+	case core.JobWaitingApproval:
+		f.ResumeMovement, f.Approval, f.Checkpoint = "plan", &core.Approval{Tool: "Bash", Subject: "make deploy"}, "{}"
 	}
 	j, err = s.FinishJob(ctx, j.ID, j.Attempt, f)
 	if err != nil {
@@ -48,8 +50,11 @@ func move(t testing.TB, s *Store, j core.Job, to core.JobState) {
 	ctx := t.Context()
 	finish := func() {
 		f := core.Finish{To: to}
-		if to == core.JobWaitingHuman {
+		switch to {
+		case core.JobWaitingHuman:
 			f.Question = "q"
+		case core.JobWaitingApproval:
+			f.Approval = &core.Approval{Tool: "Bash"}
 		}
 		_, _ = s.FinishJob(ctx, j.ID, j.Attempt, f)
 	}
@@ -61,6 +66,7 @@ func move(t testing.TB, s *Store, j core.Job, to core.JobState) {
 			finish()
 		} else {
 			_, _ = s.ResumeJob(ctx, j.ID, j.WaitSeq)
+			_, _, _ = s.DecideApproval(ctx, core.ApprovalDecision{JobID: j.ID, WaitSeq: j.WaitSeq, Verdict: core.VerdictApprove, By: "slack:U1"})
 			finish()
 		}
 	case core.JobAborted:
@@ -114,7 +120,7 @@ func TestTransitionTable(t *testing.T) {
 func TestTransitionErrors(t *testing.T) {
 	s := newStore(t)
 	ctx := t.Context()
-	for _, from := range []core.JobState{core.JobWaitingHuman, core.JobWaitingSubtasks, core.JobSucceeded, core.JobFailed, core.JobAborted} {
+	for _, from := range []core.JobState{core.JobWaitingHuman, core.JobWaitingSubtasks, core.JobWaitingApproval, core.JobSucceeded, core.JobFailed, core.JobAborted} {
 		t.Run("start_"+string(from), func(t *testing.T) {
 			j := reach(t, s, from)
 			_, err := s.StartJob(ctx, j.ID, j.Attempt+1)
