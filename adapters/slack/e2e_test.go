@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/baton-bot/baton/adapters/slack/slackfake"
 	"github.com/baton-bot/baton/core"
 	"github.com/baton-bot/baton/core/chat"
 	"github.com/baton-bot/baton/core/chat/chattest"
@@ -26,7 +27,7 @@ import (
 type world struct {
 	t     testing.TB
 	sys   *chattest.System
-	slack *fakeSlack
+	slack *slackfake.Server
 	base  string
 }
 
@@ -45,7 +46,7 @@ func newWorldWith(t testing.TB, opts chattest.Options) *world {
 // svc, in front of sys.
 func worldOver(t testing.TB, sys *chattest.System, svc Service, cfg Config) *world {
 	t.Helper()
-	f := newFakeSlack(t)
+	f := slackfake.NewServer(t)
 	a, base := startHTTP(t, svc, f, cfg)
 	d := outbox.New(sys.Store, core.PlatformSlack, a.Poster(), outbox.Config{Split: chattext.Split, Poll: 20 * time.Millisecond, MaxFileBytes: sys.MaxFileBytes})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -57,7 +58,7 @@ func worldOver(t testing.TB, sys *chattest.System, svc Service, cfg Config) *wor
 
 func (w *world) send(body, retry string) {
 	w.t.Helper()
-	r := sign(w.t, w.base, "/slack/events", body, time.Now(), "application/json")
+	r := slackfake.Sign(w.t, w.base, "/slack/events", body, time.Now(), "application/json")
 	if retry != "" {
 		r.Header.Set("X-Slack-Retry-Num", retry)
 	}
@@ -82,7 +83,7 @@ func (w *world) waitJob(root string, s core.JobState) {
 
 // reacted reports whether emoji was added to ts.
 func (w *world) reacted(ts, emoji string) bool {
-	for _, c := range w.slack.recorded("reactions.add") {
+	for _, c := range w.slack.Recorded("reactions.add") {
 		if c.TS == ts && c.Name == emoji {
 			return true
 		}
@@ -94,9 +95,9 @@ func TestMentionAnsweredInThread(t *testing.T) {
 	w := newWorld(t)
 	w.sys.LLM.Script(llmtest.Transition("COMPLETE", "The answer is **42**. <!channel> @here"))
 	const root = "1700000000.000100"
-	mention := mentionEvent("Ev1", "U1", "<@UBATON> what is the answer?", root, "")
+	mention := slackfake.MentionEvent("Ev1", "U1", "<@UBATON> what is the answer?", root, "")
 	w.send(mention, "")
-	w.send(messageEvent("Ev2", "U1", "<@UBATON> what is the answer?", root, ""), "")
+	w.send(slackfake.MessageEvent("Ev2", "U1", "<@UBATON> what is the answer?", root, ""), "")
 	w.send(mention, "1")
 	w.waitJob(root, core.JobSucceeded)
 	eventually(t, "✅ on the mention", func() bool { return w.reacted(root, "white_check_mark") })
@@ -108,7 +109,7 @@ func TestMentionAnsweredInThread(t *testing.T) {
 		t.Errorf("%d LLM requests, want one", n)
 	}
 	var eyes, answer, done = -1, -1, -1
-	for i, c := range w.slack.recorded() {
+	for i, c := range w.slack.Recorded() {
 		switch {
 		case c.Method == "reactions.add" && c.Name == "eyes" && c.TS == root:
 			eyes = i
@@ -125,7 +126,7 @@ func TestMentionAnsweredInThread(t *testing.T) {
 		}
 	}
 	if eyes < 0 || answer < 0 || done < 0 || !(eyes < answer && answer < done) {
-		t.Errorf("👀 at %d, answer at %d, ✅ at %d: want all, in that order; calls: %+v", eyes, answer, done, w.slack.recorded())
+		t.Errorf("👀 at %d, answer at %d, ✅ at %d: want all, in that order; calls: %+v", eyes, answer, done, w.slack.Recorded())
 	}
 }
 
@@ -133,10 +134,10 @@ func TestAskAnsweredInThread(t *testing.T) {
 	w := newWorld(t)
 	w.sys.LLM.Script(llmtest.Transition("ASK", "need a year", "question", "Which year?"))
 	const root = "1700000000.000100"
-	w.send(mentionEvent("Ev1", "U1", "<@UBATON> make the report", root, ""), "")
+	w.send(slackfake.MentionEvent("Ev1", "U1", "<@UBATON> make the report", root, ""), "")
 	w.waitJob(root, core.JobWaitingHuman)
 	eventually(t, "the question in the thread", func() bool {
-		for _, c := range w.slack.recorded("chat.postMessage") {
+		for _, c := range w.slack.Recorded("chat.postMessage") {
 			if strings.Contains(c.Text, "Which year?") && c.ThreadTS == root {
 				return true
 			}
@@ -145,10 +146,10 @@ func TestAskAnsweredInThread(t *testing.T) {
 	})
 
 	w.sys.LLM.Script(llmtest.Transition("COMPLETE", "Report for 2025."))
-	reply := messageEvent("Ev2", "U1", "2025", "1700000000.000300", root)
+	reply := slackfake.MessageEvent("Ev2", "U1", "2025", "1700000000.000300", root)
 	w.send(reply, "")
 	w.send(reply, "1")
-	w.send(messageEvent("Ev3", "U1", "2025", "1700000000.000300", root), "") // repeated with a new id
+	w.send(slackfake.MessageEvent("Ev3", "U1", "2025", "1700000000.000300", root), "") // repeated with a new id
 	w.waitJob(root, core.JobSucceeded)
 
 	if jobs := w.jobs(root); len(jobs) != 1 {
@@ -158,7 +159,7 @@ func TestAskAnsweredInThread(t *testing.T) {
 		t.Errorf("%d LLM requests, want 2 (ask, resume once)", n)
 	}
 	eventually(t, "the answer in the thread", func() bool {
-		for _, c := range w.slack.recorded("chat.postMessage") {
+		for _, c := range w.slack.Recorded("chat.postMessage") {
 			if strings.Contains(c.Text, "Report for 2025.") && c.ThreadTS == root {
 				return true
 			}
@@ -175,13 +176,13 @@ func TestLongAnswer(t *testing.T) {
 	}
 	w.sys.LLM.Script(llmtest.Transition("COMPLETE", b.String()))
 	const root = "1700000000.000100"
-	w.send(mentionEvent("Ev1", "U1", "<@UBATON> write a lot", root, ""), "")
+	w.send(slackfake.MentionEvent("Ev1", "U1", "<@UBATON> write a lot", root, ""), "")
 	w.waitJob(root, core.JobSucceeded)
 	eventually(t, "✅ on the mention", func() bool { return w.reacted(root, "white_check_mark") })
 
-	uploads := w.slack.recorded("files.completeUploadExternal")
-	var answer []call
-	for _, c := range w.slack.recorded("chat.postMessage") {
+	uploads := w.slack.Recorded("files.completeUploadExternal")
+	var answer []slackfake.Call
+	for _, c := range w.slack.Recorded("chat.postMessage") {
 		if strings.Contains(c.Text, "Some prose") {
 			answer = append(answer, c)
 		}
@@ -204,9 +205,7 @@ func TestLongAnswer(t *testing.T) {
 		if u.ThreadTS != root {
 			t.Errorf("file shared in thread %q, want %s", u.ThreadTS, root)
 		}
-		w.slack.mu.Lock()
-		content := string(w.slack.files[u.Name])
-		w.slack.mu.Unlock()
+		content := w.slack.File(u.Name)
 		if strings.Count(content, "```")%2 != 0 || !strings.Contains(content, "func main()") {
 			t.Errorf("uploaded answer is not the Markdown with its fences: %.200q", content)
 		}
@@ -218,8 +217,8 @@ func TestAttachmentLandsInInput(t *testing.T) {
 	w.sys.LLM.Script(llmtest.Transition("COMPLETE", "Read it."))
 	const root = "1700000000.000100"
 	ev := map[string]any{"type": "app_mention", "user": "U1", "text": "<@UBATON> read this", "ts": root, "channel": "C1", "event_ts": root,
-		"files": []map[string]any{{"id": "F1", "name": "notes.txt", "size": 18, "url_private_download": w.slack.url() + "download/notes.txt"}}}
-	w.send(callback("Ev1", ev), "")
+		"files": []map[string]any{{"id": "F1", "name": "notes.txt", "size": 18, "url_private_download": w.slack.DownloadURL("notes.txt")}}}
+	w.send(slackfake.Callback("Ev1", ev), "")
 	w.waitJob(root, core.JobSucceeded)
 	task, err := w.sys.Store.TaskByThread(context.Background(), thread(root))
 	if err != nil {
@@ -238,8 +237,8 @@ func TestAttachmentOverTheLimit(t *testing.T) {
 	w.sys.LLM.Script(llmtest.Transition("COMPLETE", "Done without it."))
 	const root = "1700000000.000200"
 	ev := map[string]any{"type": "app_mention", "user": "U1", "text": "<@UBATON> read this", "ts": root, "channel": "C1", "event_ts": root,
-		"files": []map[string]any{{"id": "F2", "name": "huge.bin", "size": 50_000_000, "url_private_download": w.slack.url() + "download/huge.bin"}}}
-	w.send(callback("Ev2", ev), "")
+		"files": []map[string]any{{"id": "F2", "name": "huge.bin", "size": 50_000_000, "url_private_download": w.slack.DownloadURL("huge.bin")}}}
+	w.send(slackfake.Callback("Ev2", ev), "")
 	w.waitJob(root, core.JobSucceeded)
 	w.waitPost("C1", root, "I could not take the file huge.bin")
 	task, err := w.sys.Store.TaskByThread(context.Background(), thread(root))
@@ -270,7 +269,7 @@ func (w *world) jobsIn(ref core.ThreadRef) []core.Job {
 // channel's own), in order.
 func (w *world) posts(channel, ts string) []string {
 	var out []string
-	for _, c := range w.slack.recorded("chat.postMessage") {
+	for _, c := range w.slack.Recorded("chat.postMessage") {
 		if c.Channel == channel && c.ThreadTS == ts {
 			out = append(out, c.Text)
 		}
@@ -314,9 +313,9 @@ func TestAbortInThread(t *testing.T) {
 	w := newWorld(t)
 	w.sys.LLM.Script(llmtest.Transition("COMPLETE", "late answer").After(time.Hour))
 	const root = "1700000000.000100"
-	w.send(mentionEvent("Ev1", "U1", "<@UBATON> take your time", root, ""), "")
+	w.send(slackfake.MentionEvent("Ev1", "U1", "<@UBATON> take your time", root, ""), "")
 	eventually(t, "the slow model call", func() bool { return len(w.sys.LLM.Requests()) > 0 })
-	w.send(messageEvent("Ev2", "U1", "!abort", "1700000000.000200", root), "")
+	w.send(slackfake.MessageEvent("Ev2", "U1", "!abort", "1700000000.000200", root), "")
 	w.waitJob(root, core.JobAborted)
 	eventually(t, "❌ on the mention", func() bool { return w.reacted(root, "x") })
 	w.checkAborted(w.jobs(root), "C1", root)
@@ -329,14 +328,14 @@ func TestReactionAbortsInDirectMessages(t *testing.T) {
 	w := newWorld(t)
 	w.sys.LLM.Script(llmtest.Transition("COMPLETE", "late answer").After(time.Hour))
 	const ts = "1700000000.000100"
-	dm := core.ThreadRef{Platform: core.PlatformSlack, Team: team, Channel: "D1", Thread: "D1"}
-	w.send(callback("Ev1", map[string]any{"type": "message", "channel_type": "im", "user": "U1", "text": "take your time", "ts": ts, "channel": "D1", "event_ts": ts}), "")
+	dm := core.ThreadRef{Platform: core.PlatformSlack, Team: slackfake.Team, Channel: "D1", Thread: "D1"}
+	w.send(slackfake.Callback("Ev1", map[string]any{"type": "message", "channel_type": "im", "user": "U1", "text": "take your time", "ts": ts, "channel": "D1", "event_ts": ts}), "")
 	eventually(t, "the slow model call", func() bool { return len(w.sys.LLM.Requests()) > 0 })
 	reaction := func(id, user, on string) string {
-		return callback(id, map[string]any{"type": "reaction_added", "user": user, "reaction": "x", "item_user": "U1",
+		return slackfake.Callback(id, map[string]any{"type": "reaction_added", "user": user, "reaction": "x", "item_user": "U1",
 			"item": map[string]any{"type": "message", "channel": "D1", "ts": on}, "event_ts": "1700000000.000900"})
 	}
-	w.send(reaction("Ev2", botUser, ts), "")
+	w.send(reaction("Ev2", slackfake.BotUser, ts), "")
 	w.send(reaction("Ev3", "U1", "1700000000.000050"), "") // an older message
 	time.Sleep(200 * time.Millisecond)                     // let a wrong abort show
 	if jobs := w.jobsIn(dm); len(jobs) != 1 || jobs[0].State != core.JobRunning {
@@ -360,17 +359,17 @@ func TestOutputUploadedIntoThread(t *testing.T) {
 		llmtest.Transition("COMPLETE", "The report is attached."),
 	)
 	const root = "1700000000.000100"
-	w.send(mentionEvent("Ev1", "U1", "<@UBATON> write the report", root, ""), "")
+	w.send(slackfake.MentionEvent("Ev1", "U1", "<@UBATON> write the report", root, ""), "")
 	w.waitJob(root, core.JobSucceeded)
-	eventually(t, "the file shared", func() bool { return len(w.slack.recorded("files.completeUploadExternal")) > 0 })
-	if got := w.slack.recorded("files.getUploadURLExternal"); len(got) != 1 || got[0].Name != "report.md" {
+	eventually(t, "the file shared", func() bool { return len(w.slack.Recorded("files.completeUploadExternal")) > 0 })
+	if got := w.slack.Recorded("files.getUploadURLExternal"); len(got) != 1 || got[0].Name != "report.md" {
 		t.Errorf("upload URLs asked for %+v, want one for report.md", got)
 	}
-	ups := w.slack.recorded("files.completeUploadExternal")
+	ups := w.slack.Recorded("files.completeUploadExternal")
 	if len(ups) != 1 || ups[0].Channel != "C1" || ups[0].ThreadTS != root {
 		t.Fatalf("files shared %+v, want one in C1 thread %s", ups, root)
 	}
-	if got := w.slack.file(ups[0].Name); got != content {
+	if got := w.slack.File(ups[0].Name); got != content {
 		t.Errorf("uploaded %q, want %q", got, content)
 	}
 	w.waitPost("C1", root, "The report is attached.")
@@ -389,23 +388,23 @@ func TestOutputOverTheCapAndHostileNames(t *testing.T) {
 		llmtest.Transition("COMPLETE", "The report is attached."),
 	)
 	const root = "1700000000.000100"
-	w.send(mentionEvent("Ev1", "U1", "<@UBATON> write the report", root, ""), "")
+	w.send(slackfake.MentionEvent("Ev1", "U1", "<@UBATON> write the report", root, ""), "")
 	w.waitJob(root, core.JobSucceeded)
 	posts := w.waitPost("C1", root, "is over the 1.0 kB upload limit and was not sent")
 	if !slices.Contains(posts, "output/big.bin (39 kB) is over the 1.0 kB upload limit and was not sent; it stays in the task's workspace.") {
 		t.Errorf("no note naming output/big.bin among the posts:\n%s", strings.Join(posts, "\n"))
 	}
-	eventually(t, "the report shared", func() bool { return len(w.slack.recorded("files.completeUploadExternal")) > 0 })
+	eventually(t, "the report shared", func() bool { return len(w.slack.Recorded("files.completeUploadExternal")) > 0 })
 	const z = "\u200b"
-	if got := w.slack.recorded("files.getUploadURLExternal"); len(got) != 1 || got[0].Name != "@"+z+"channel @"+z+"everyonegnp.md" {
+	if got := w.slack.Recorded("files.getUploadURLExternal"); len(got) != 1 || got[0].Name != "@"+z+"channel @"+z+"everyonegnp.md" {
 		t.Errorf("files uploaded %+v, want only the report, named inertly", got)
 	}
-	ups := w.slack.recorded("files.completeUploadExternal")
+	ups := w.slack.Recorded("files.completeUploadExternal")
 	if len(ups) != 1 || ups[0].Text != "output/@"+z+"channel @"+z+"everyonegnp.md" {
 		t.Errorf("files shared %+v, want one, its comment inert", ups)
 	}
 	if len(ups) == 1 {
-		if got := w.slack.file(ups[0].Name); got != "# Report" {
+		if got := w.slack.File(ups[0].Name); got != "# Report" {
 			t.Errorf("uploaded %q, want the report", got)
 		}
 	}
@@ -438,17 +437,17 @@ func TestShutdownHandlesAcknowledgedEvents(t *testing.T) {
 	g := &gated{Service: sys.Service, entered: make(chan struct{}), open: make(chan struct{})}
 	srv, cancel, done := runOneWorker(t, g, time.Minute)
 	send := func(body string) int {
-		status, _ := do(t, sign(t, srv.URL, "/slack/events", body, time.Now(), "application/json"))
+		status, _ := do(t, slackfake.Sign(t, srv.URL, "/slack/events", body, time.Now(), "application/json"))
 		return status
 	}
 
 	roots := []string{"1700000000.000100", "1700000000.000200", "1700000000.000300"}
 	for i, root := range roots {
-		if s := send(mentionEvent(fmt.Sprint("Ev", i), "U1", "<@UBATON> task "+fmt.Sprint(i), root, "")); s != 200 {
+		if s := send(slackfake.MentionEvent(fmt.Sprint("Ev", i), "U1", "<@UBATON> task "+fmt.Sprint(i), root, "")); s != 200 {
 			t.Fatalf("mention %d answered %d", i, s)
 		}
 	}
-	if s := send(messageEvent("Ev9", "U2", "a comment on the first", "1700000000.000400", roots[0])); s != 200 {
+	if s := send(slackfake.MessageEvent("Ev9", "U2", "a comment on the first", "1700000000.000400", roots[0])); s != 200 {
 		t.Fatalf("comment answered %d", s)
 	}
 	select {
@@ -484,7 +483,7 @@ func TestShutdownHandlesAcknowledgedEvents(t *testing.T) {
 			t.Errorf("comments of the first task = %+v, %v; want the comment acknowledged before shutdown", comments, err)
 		}
 	}
-	if s := send(mentionEvent("Ev10", "U1", "<@UBATON> too late", "1700000000.000500", "")); s != http.StatusServiceUnavailable {
+	if s := send(slackfake.MentionEvent("Ev10", "U1", "<@UBATON> too late", "1700000000.000500", "")); s != http.StatusServiceUnavailable {
 		t.Errorf("an event after shutdown answered %d, want 503 so that Slack retries", s)
 	}
 }
@@ -495,8 +494,8 @@ func TestShutdownDrainIsBounded(t *testing.T) {
 	stuck := &stuckService{started: make(chan struct{}, 8), gaveUp: make(chan struct{}, 8)}
 	srv, cancel, done := runOneWorker(t, stuck, 50*time.Millisecond)
 	for i := range 3 {
-		body := mentionEvent(fmt.Sprint("Ev", i), "U1", "<@UBATON> hi", fmt.Sprintf("1700000000.00010%d", i), "")
-		if s, b := do(t, sign(t, srv.URL, "/slack/events", body, time.Now(), "application/json")); s != 200 {
+		body := slackfake.MentionEvent(fmt.Sprint("Ev", i), "U1", "<@UBATON> hi", fmt.Sprintf("1700000000.00010%d", i), "")
+		if s, b := do(t, slackfake.Sign(t, srv.URL, "/slack/events", body, time.Now(), "application/json")); s != 200 {
 			t.Fatalf("event %d answered %d: %s", i, s, b)
 		}
 	}
@@ -521,8 +520,8 @@ func TestShutdownDrainIsBounded(t *testing.T) {
 // returns its server, the cancel that starts its shutdown and Run's result.
 func runOneWorker(t *testing.T, svc Service, drain time.Duration) (*httptest.Server, context.CancelFunc, <-chan error) {
 	t.Helper()
-	f := newFakeSlack(t)
-	a, err := New(svc, Config{Inbox: newInbox(t), Mode: ModeHTTP, BotToken: "xoxb-test", SigningSecret: secret, APIURL: f.url(), Workers: 1, DrainTimeout: drain, Logger: testLogger(t)})
+	f := slackfake.NewServer(t)
+	a, err := New(svc, Config{Inbox: newInbox(t), Mode: ModeHTTP, BotToken: slackfake.BotToken, SigningSecret: slackfake.SigningSecret, APIURL: f.URL(), Workers: 1, DrainTimeout: drain, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

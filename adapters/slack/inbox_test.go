@@ -3,74 +3,19 @@ package slack
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/baton-bot/baton/adapters/slack/slackfake"
 	"github.com/baton-bot/baton/core"
 	"github.com/baton-bot/baton/core/chat"
 	"github.com/baton-bot/baton/core/chat/chattest"
 	"github.com/baton-bot/baton/core/llmtest"
 	"github.com/gorilla/websocket"
 )
-
-// errDiskFull is what SQLite says when the disk is full.
-var errDiskFull = errors.New("database or disk is full (13)")
-
-// brokenInbox is a store's inbox whose writes all fail while down is set,
-// as on a full disk; refused hears of each refused add, removed counts
-// the events handled and removed.
-type brokenInbox struct {
-	core.InboxStore
-	down    atomic.Bool
-	refused chan struct{}
-	removed atomic.Int64
-}
-
-func newBrokenInbox(st core.InboxStore) *brokenInbox {
-	b := &brokenInbox{InboxStore: st, refused: make(chan struct{}, 16)}
-	b.down.Store(true)
-	return b
-}
-
-func (b *brokenInbox) AddInbox(ctx context.Context, e core.InboxEvent) (core.InboxEvent, bool, error) {
-	if b.down.Load() {
-		select {
-		case b.refused <- struct{}{}:
-		default:
-		}
-		return core.InboxEvent{}, false, errDiskFull
-	}
-	return b.InboxStore.AddInbox(ctx, e)
-}
-
-func (b *brokenInbox) ClaimInbox(ctx context.Context, p core.Platform, now time.Time, lease time.Duration, limit int) ([]core.InboxEvent, error) {
-	if b.down.Load() {
-		return nil, errDiskFull
-	}
-	return b.InboxStore.ClaimInbox(ctx, p, now, lease, limit)
-}
-
-func (b *brokenInbox) InboxRetry(ctx context.Context, id int64, next time.Time, lastErr string) error {
-	if b.down.Load() {
-		return errDiskFull
-	}
-	return b.InboxStore.InboxRetry(ctx, id, next, lastErr)
-}
-
-func (b *brokenInbox) InboxDone(ctx context.Context, id int64) error {
-	if b.down.Load() {
-		return errDiskFull
-	}
-	err := b.InboxStore.InboxDone(ctx, id)
-	if err == nil {
-		b.removed.Add(1)
-	}
-	return err
-}
 
 // TestEventNotStoredIsNotAcknowledged: while the store cannot write, a
 // signed event is answered 500, not 200, so that Slack sends it again; the
@@ -79,22 +24,22 @@ func (b *brokenInbox) InboxDone(ctx context.Context, id int64) error {
 func TestEventNotStoredIsNotAcknowledged(t *testing.T) {
 	sys := chattest.Start(t, chattest.Options{})
 	sys.LLM.Script(llmtest.Transition("COMPLETE", "Stored and answered."))
-	inbox := newBrokenInbox(sys.Store)
+	inbox := slackfake.NewBrokenInbox(sys.Store)
 	w := worldOver(t, sys, sys.Service, Config{Inbox: inbox})
 	const root = "1700000000.000100"
-	mention := mentionEvent("Ev1", "U1", "<@UBATON> are you there?", root, "")
+	mention := slackfake.MentionEvent("Ev1", "U1", "<@UBATON> are you there?", root, "")
 
-	status, body := do(t, sign(t, w.base, "/slack/events", mention, time.Now(), "application/json"))
+	status, body := do(t, slackfake.Sign(t, w.base, "/slack/events", mention, time.Now(), "application/json"))
 	if status < 500 {
 		t.Fatalf("an event the store could not take answered %d %q; want a 5xx so that Slack sends it again", status, body)
 	}
-	inbox.down.Store(false)
+	inbox.SetDown(false)
 	w.send(mention, "1")
 	w.waitJob(root, core.JobSucceeded)
 	w.waitPost("C1", root, "Stored and answered.")
-	eventually(t, "the event to leave the inbox", func() bool { return inbox.removed.Load() == 1 })
+	eventually(t, "the event to leave the inbox", func() bool { return inbox.Removed() == 1 })
 	w.send(mention, "2")
-	eventually(t, "the second redelivery to be handled", func() bool { return inbox.removed.Load() == 2 })
+	eventually(t, "the second redelivery to be handled", func() bool { return inbox.Removed() == 2 })
 
 	if jobs := w.jobs(root); len(jobs) != 1 {
 		t.Errorf("%d jobs, want one", len(jobs))
@@ -134,7 +79,7 @@ type failingOnce struct {
 
 func (f *failingOnce) HandleMessage(ctx context.Context, m chat.Message) (chat.Reply, error) {
 	if f.failed.CompareAndSwap(false, true) {
-		return chat.Reply{}, errDiskFull
+		return chat.Reply{}, slackfake.ErrDiskFull
 	}
 	return f.Service.HandleMessage(ctx, m)
 }
@@ -148,7 +93,7 @@ func TestFailedHandlingIsTriedAgain(t *testing.T) {
 	svc := &failingOnce{Service: sys.Service}
 	w := worldOver(t, sys, svc, Config{Inbox: sys.Store, sweepEvery: 20 * time.Millisecond, retryAfter: 10 * time.Millisecond})
 	const root = "1700000000.000100"
-	w.send(mentionEvent("Ev1", "U1", "<@UBATON> try again", root, ""), "")
+	w.send(slackfake.MentionEvent("Ev1", "U1", "<@UBATON> try again", root, ""), "")
 	w.waitJob(root, core.JobSucceeded)
 	w.waitPost("C1", root, "Second time lucky.")
 	if !svc.failed.Load() {
@@ -161,22 +106,22 @@ func TestFailedHandlingIsTriedAgain(t *testing.T) {
 // redelivery after the store recovered is, and is handed over.
 func TestSocketEventNotStoredIsNotAcknowledged(t *testing.T) {
 	const root = "1700000000.000100"
-	payload := mentionEvent("Ev1", "U1", "<@UBATON> hello", root, "")
-	inbox := newBrokenInbox(newInbox(t))
+	payload := slackfake.MentionEvent("Ev1", "U1", "<@UBATON> hello", root, "")
+	inbox := slackfake.NewBrokenInbox(newInbox(t))
 	s := &socketFake{t: t}
 	s.scripts = []func(*websocket.Conn){func(c *websocket.Conn) {
 		_ = c.WriteJSON(map[string]any{"envelope_id": "env-1", "type": "events_api", "payload": json.RawMessage(payload), "retry_attempt": 0})
 		select {
-		case <-inbox.refused:
+		case <-inbox.Refused():
 		case <-time.After(10 * time.Second):
 			t.Error("the adapter never tried to store the event")
 		}
-		inbox.down.Store(false)
+		inbox.SetDown(false)
 		s.envelope(c, "env-2", 1, payload) // records every ack until env-2's
 	}}
-	f := newFakeSlack(t, s.bind)
+	f := slackfake.NewServer(t, s.bind)
 	svc := &recorder{}
-	a, err := New(svc, Config{Inbox: inbox, Mode: ModeSocket, BotToken: "xoxb-test", AppToken: "xapp-test", APIURL: f.url(), Logger: testLogger(t)})
+	a, err := New(svc, Config{Inbox: inbox, Mode: ModeSocket, BotToken: slackfake.BotToken, AppToken: "xapp-test", APIURL: f.URL(), Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,13 +152,13 @@ func TestSocketEventNotStoredIsNotAcknowledged(t *testing.T) {
 // acknowledged and never handled (it died) is handled after the start.
 func TestInboxLeftByAnEarlierProcess(t *testing.T) {
 	inbox := newInbox(t)
-	payload := mentionEvent("Ev1", "U1", "<@UBATON> still there?", "1700000000.000100", "")
+	payload := slackfake.MentionEvent("Ev1", "U1", "<@UBATON> still there?", "1700000000.000100", "")
 	past := time.Now().Add(-time.Hour)
 	if _, _, err := inbox.AddInbox(context.Background(), core.InboxEvent{Platform: core.PlatformSlack, Key: "Ev1", Payload: []byte(payload), ReceivedAt: past, DueAt: past.Add(inboxLease)}); err != nil {
 		t.Fatal(err)
 	}
 	svc := &recorder{}
-	startHTTP(t, svc, newFakeSlack(t), Config{Inbox: inbox})
+	startHTTP(t, svc, slackfake.NewServer(t), Config{Inbox: inbox})
 	eventually(t, "the earlier process's event handed over", func() bool { return svc.handed() == 1 })
 	svc.mu.Lock()
 	defer svc.mu.Unlock()
