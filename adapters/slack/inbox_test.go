@@ -91,7 +91,7 @@ func TestFailedHandlingIsTriedAgain(t *testing.T) {
 	sys := chattest.Start(t, chattest.Options{})
 	sys.LLM.Script(llmtest.Transition("COMPLETE", "Second time lucky."))
 	svc := &failingOnce{Service: sys.Service}
-	w := worldOver(t, sys, svc, Config{Inbox: sys.Store, sweepEvery: 20 * time.Millisecond, retryAfter: 10 * time.Millisecond})
+	w := worldOver(t, sys, svc, Config{Inbox: sys.Store, SweepEvery: 20 * time.Millisecond, RetryAfter: 10 * time.Millisecond})
 	const root = "1700000000.000100"
 	w.send(slackfake.MentionEvent("Ev1", "U1", "<@UBATON> try again", root, ""), "")
 	w.waitJob(root, core.JobSucceeded)
