@@ -3,16 +3,12 @@ package slack
 import (
 	"context"
 	"log/slog"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/baton-bot/baton/adapters/slack/slackfake"
-	"github.com/baton-bot/baton/core"
 	"github.com/baton-bot/baton/core/chat"
-	"github.com/baton-bot/baton/core/chat/chattest"
-	"github.com/baton-bot/baton/core/llmtest"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -82,60 +78,6 @@ func TestGroupMembership(t *testing.T) {
 
 	if got := newGroups(nil, nil, time.Minute, slog.New(warn)).of(ctx, "U1"); got != nil {
 		t.Errorf("no groups configured: %v", got)
-	}
-}
-
-// TestGroupAccess: access lists naming a user group let its members in,
-// keep others out, and keep everyone out while the group cannot be read.
-func TestGroupAccess(t *testing.T) {
-	tests := []struct {
-		name    string
-		user    string
-		fail    bool // usergroups.users.list answers an error
-		allowed bool
-	}{
-		{"member", "U1", false, true},
-		{"not a member", "U9", false, false},
-		{"member, group unreadable", "U1", true, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			sys := chattest.Start(t, chattest.Options{Access: chat.Access{AllowedUsers: []string{"slack-group:S1"}}})
-			f := slackfake.NewServer(t)
-			f.SetMembers("S1", "U1", "U2")
-			if tt.fail {
-				f.Fail("usergroups.users.list", "missing_scope")
-			}
-			_, base := startHTTP(t, sys.Service, f, Config{Groups: []string{"slack-group:S1"}})
-			sys.LLM.Script(llmtest.Transition("COMPLETE", "Done."))
-			const root = "1700000000.000100"
-			r := slackfake.Sign(t, base, "/slack/events", slackfake.MentionEvent("Ev1", tt.user, "<@UBATON> do it", root, ""), time.Now(), "application/json")
-			if status, b := do(t, r); status != 200 {
-				t.Fatalf("event answered %d: %s", status, b)
-			}
-			if tt.allowed {
-				eventually(t, "the job done", func() bool {
-					task, err := sys.Store.TaskByThread(context.Background(), thread(root))
-					if err != nil {
-						return false
-					}
-					jobs, _ := sys.Store.Jobs(context.Background(), core.JobFilter{TaskID: task.ID})
-					return len(jobs) == 1 && jobs[0].State == core.JobSucceeded
-				})
-				return
-			}
-			eventually(t, "the refusal, to the author alone", func() bool {
-				for _, c := range f.Recorded("chat.postEphemeral") {
-					if c.User == tt.user && strings.Contains(c.Text, "not allowed to use Baton") {
-						return true
-					}
-				}
-				return false
-			})
-			if _, err := sys.Store.TaskByThread(context.Background(), thread(root)); err == nil {
-				t.Error("a task was made for an author outside the group")
-			}
-		})
 	}
 }
 

@@ -1,20 +1,15 @@
 package slack
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/baton-bot/baton/adapters/slack/slackfake"
-	"github.com/baton-bot/baton/core"
 	"github.com/baton-bot/baton/core/chat"
-	"github.com/baton-bot/baton/core/llmtest"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -164,38 +159,6 @@ func TestSlackbotAndNoticesIgnored(t *testing.T) {
 	got := handedMessages(t, svc, 1)
 	if len(got) != 1 || got[0].EventID != "Ev7" {
 		t.Errorf("handed over %+v, want only the person's message", got)
-	}
-}
-
-// A file shared through Slack Connect arrives as a stub without links:
-// files.info is asked for it, and the file is downloaded; when files.info
-// fails too, the thread hears why and the request still runs.
-func TestSlackConnectFileStub(t *testing.T) {
-	w := newWorld(t)
-	w.sys.LLM.Script(llmtest.Transition("COMPLETE", "Read it."))
-	w.slack.SetFileInfo("F9", map[string]any{"id": "F9", "name": "shared.txt", "size": 21, "file_access": "visible",
-		"url_private": w.slack.DownloadURL("shared.txt"), "url_private_download": w.slack.DownloadURL("shared.txt")})
-	const root = "1700000000.000100"
-	stub := func(id string) map[string]any {
-		return map[string]any{"id": id, "mode": "file_access", "file_access": "check_file_info", "created": 0, "timestamp": 0, "user": ""}
-	}
-	ev := map[string]any{"type": "app_mention", "user": "U1", "text": "<@UBATON> read these", "ts": root, "channel": "C1", "event_ts": root,
-		"files": []any{stub("F9"), stub("F10")}}
-	w.send(slackfake.Callback("Ev1", ev), "")
-	w.waitJob(root, core.JobSucceeded)
-	task, err := w.sys.Store.TaskByThread(context.Background(), thread(root))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(filepath.Join(task.Workspace, "input", "shared.txt"))
-	if err != nil || string(b) != "content of shared.txt" {
-		t.Errorf("input/shared.txt = %q, %v; want the file files.info pointed to", b, err)
-	}
-	posts := w.waitPost("C1", root, "I could not take the file F10")
-	for _, p := range posts {
-		if strings.Contains(p, "shared.txt") {
-			t.Errorf("the thread heard about the file that worked: %q", p)
-		}
 	}
 }
 

@@ -4,102 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
-	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/baton-bot/baton/adapters/slack/slackfake"
 	"github.com/baton-bot/baton/core"
-	"github.com/baton-bot/baton/core/chat"
-	"github.com/baton-bot/baton/core/chat/chattest"
-	"github.com/baton-bot/baton/core/llmtest"
 	"github.com/gorilla/websocket"
 )
-
-// TestEventNotStoredIsNotAcknowledged: while the store cannot write, a
-// signed event is answered 500, not 200, so that Slack sends it again; the
-// redelivery after the store recovered is stored once and answered, and a
-// further one changes nothing.
-func TestEventNotStoredIsNotAcknowledged(t *testing.T) {
-	sys := chattest.Start(t, chattest.Options{})
-	sys.LLM.Script(llmtest.Transition("COMPLETE", "Stored and answered."))
-	inbox := slackfake.NewBrokenInbox(sys.Store)
-	w := worldOver(t, sys, sys.Service, Config{Inbox: inbox})
-	const root = "1700000000.000100"
-	mention := slackfake.MentionEvent("Ev1", "U1", "<@UBATON> are you there?", root, "")
-
-	status, body := do(t, slackfake.Sign(t, w.base, "/slack/events", mention, time.Now(), "application/json"))
-	if status < 500 {
-		t.Fatalf("an event the store could not take answered %d %q; want a 5xx so that Slack sends it again", status, body)
-	}
-	inbox.SetDown(false)
-	w.send(mention, "1")
-	w.waitJob(root, core.JobSucceeded)
-	w.waitPost("C1", root, "Stored and answered.")
-	eventually(t, "the event to leave the inbox", func() bool { return inbox.Removed() == 1 })
-	w.send(mention, "2")
-	eventually(t, "the second redelivery to be handled", func() bool { return inbox.Removed() == 2 })
-
-	if jobs := w.jobs(root); len(jobs) != 1 {
-		t.Errorf("%d jobs, want one", len(jobs))
-	}
-	task, err := sys.Store.TaskByThread(context.Background(), thread(root))
-	if err != nil {
-		t.Fatal(err)
-	}
-	comments, err := sys.Store.RecentComments(context.Background(), task.ID, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := countFunc(comments, func(c core.Comment) bool { return c.Text == "are you there?" }); n != 1 {
-		t.Errorf("the message stored %d times, want once: %+v", n, comments)
-	}
-	if n := countFunc(w.posts("C1", root), func(p string) bool { return strings.Contains(p, "Stored and answered.") }); n != 1 {
-		t.Errorf("answered %d times, want once", n)
-	}
-}
-
-func countFunc[T any](s []T, f func(T) bool) int {
-	n := 0
-	for _, v := range s {
-		if f(v) {
-			n++
-		}
-	}
-	return n
-}
-
-// failingOnce fails its first message as a service whose store write
-// failed does, and hands the others to Service.
-type failingOnce struct {
-	Service
-	failed atomic.Bool
-}
-
-func (f *failingOnce) HandleMessage(ctx context.Context, m chat.Message) (chat.Reply, error) {
-	if f.failed.CompareAndSwap(false, true) {
-		return chat.Reply{}, slackfake.ErrDiskFull
-	}
-	return f.Service.HandleMessage(ctx, m)
-}
-
-// TestFailedHandlingIsTriedAgain: an event acknowledged and then not
-// handled (the service's store write failed) stays in the inbox and is
-// handled on a later try.
-func TestFailedHandlingIsTriedAgain(t *testing.T) {
-	sys := chattest.Start(t, chattest.Options{})
-	sys.LLM.Script(llmtest.Transition("COMPLETE", "Second time lucky."))
-	svc := &failingOnce{Service: sys.Service}
-	w := worldOver(t, sys, svc, Config{Inbox: sys.Store, SweepEvery: 20 * time.Millisecond, RetryAfter: 10 * time.Millisecond})
-	const root = "1700000000.000100"
-	w.send(slackfake.MentionEvent("Ev1", "U1", "<@UBATON> try again", root, ""), "")
-	w.waitJob(root, core.JobSucceeded)
-	w.waitPost("C1", root, "Second time lucky.")
-	if !svc.failed.Load() {
-		t.Fatal("the first handling did not fail")
-	}
-}
 
 // TestSocketEventNotStoredIsNotAcknowledged: in Socket Mode, an envelope
 // whose event the store could not take is not acknowledged; Slack's

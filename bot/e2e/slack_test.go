@@ -1,8 +1,10 @@
-package slack
+package e2e_test
 
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -13,67 +15,151 @@ import (
 	"testing"
 	"time"
 
+	"github.com/baton-bot/baton/adapters/slack"
 	"github.com/baton-bot/baton/adapters/slack/slackfake"
 	"github.com/baton-bot/baton/core"
 	"github.com/baton-bot/baton/core/chat"
-	"github.com/baton-bot/baton/core/chat/chattest"
 	"github.com/baton-bot/baton/core/chattext"
 	"github.com/baton-bot/baton/core/llmtest"
 	"github.com/baton-bot/baton/core/outbox"
+	"github.com/baton-bot/baton/core/sqlite"
 )
 
-// world is the whole of Baton in-process behind an HTTP-mode Slack
+// slackWorld is the whole of Baton in-process behind an HTTP-mode Slack
 // adapter, delivering to the fake Slack.
-type world struct {
+type slackWorld struct {
 	t     testing.TB
-	sys   *chattest.System
+	sys   *system
 	slack *slackfake.Server
 	base  string
 }
 
-func newWorld(t testing.TB) *world {
+func newSlackWorld(t testing.TB) *slackWorld {
 	t.Helper()
-	return newWorldWith(t, chattest.Options{})
+	return newSlackWorldWith(t, stackOptions{})
 }
 
-func newWorldWith(t testing.TB, opts chattest.Options) *world {
+func newSlackWorldWith(t testing.TB, opts stackOptions) *slackWorld {
 	t.Helper()
-	sys := chattest.Start(t, opts)
-	return worldOver(t, sys, sys.Service, Config{Inbox: sys.Store})
+	sys := startStack(t, opts)
+	return slackWorldOver(t, sys, sys.Service, slack.Config{Inbox: sys.Store})
 }
 
-// worldOver puts an HTTP-mode adapter configured by cfg, handing events to
+// slackWorldOver puts an HTTP-mode adapter configured by cfg, handing events to
 // svc, in front of sys.
-func worldOver(t testing.TB, sys *chattest.System, svc Service, cfg Config) *world {
+func slackWorldOver(t testing.TB, sys *system, svc slack.Service, cfg slack.Config) *slackWorld {
 	t.Helper()
 	f := slackfake.NewServer(t)
-	a, base := startHTTP(t, svc, f, cfg)
+	a, base := slackStart(t, svc, f, cfg)
 	d := outbox.New(sys.Store, core.PlatformSlack, a.Poster(), outbox.Config{Split: chattext.Split, Poll: 20 * time.Millisecond, MaxFileBytes: sys.MaxFileBytes})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = d.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return &world{t: t, sys: sys, slack: f, base: base}
+	return &slackWorld{t: t, sys: sys, slack: f, base: base}
 }
 
-func (w *world) send(body, retry string) {
+// slackStart runs an HTTP-mode adapter over svc and the fake Slack; its
+// inbox is a store of its own unless cfg names one. It returns the
+// adapter and the base URL of its Handler.
+func slackStart(t testing.TB, svc slack.Service, f *slackfake.Server, cfg slack.Config) (*slack.Adapter, string) {
+	t.Helper()
+	if cfg.Inbox == nil {
+		cfg.Inbox = slackInbox(t)
+	}
+	cfg.Mode, cfg.BotToken, cfg.SigningSecret, cfg.APIURL = slack.ModeHTTP, slackfake.BotToken, slackfake.SigningSecret, f.URL()
+	a, err := slack.New(svc, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = a.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	srv := httptest.NewServer(a.Handler())
+	t.Cleanup(srv.Close)
+	return a, srv.URL
+}
+
+// slackRunOneWorker runs an HTTP-mode adapter with one event worker over
+// svc, its inbox a store of its own, and returns its server, the cancel
+// that starts its shutdown and Run's result.
+func slackRunOneWorker(t *testing.T, svc slack.Service, drain time.Duration) (*httptest.Server, context.CancelFunc, <-chan error) {
+	t.Helper()
+	f := slackfake.NewServer(t)
+	a, err := slack.New(svc, slack.Config{Inbox: slackInbox(t), Mode: slack.ModeHTTP, BotToken: slackfake.BotToken, SigningSecret: slackfake.SigningSecret,
+		APIURL: f.URL(), Workers: 1, DrainTimeout: drain, Logger: slackLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	srv := httptest.NewServer(a.Handler())
+	t.Cleanup(srv.Close)
+	return srv, cancel, done
+}
+
+// slackInbox opens a store of its own for an adapter's inbox.
+func slackInbox(t testing.TB) *sqlite.Store {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "inbox.db"), sqlite.Options{WorkspaceRoot: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// slackDo sends r and returns the answer's status and body.
+func slackDo(t testing.TB, r *http.Request) (int, string) {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// slackThread is the thread under root ts in channel C1, as the adapter
+// names it.
+func slackThread(ts string) core.ThreadRef {
+	return core.ThreadRef{Platform: core.PlatformSlack, Team: slackfake.Team, Channel: "C1", Thread: ts}
+}
+
+// slackLogger writes the adapter's log to the test's log.
+func slackLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(slackLog{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type slackLog struct{ t testing.TB }
+
+func (l slackLog) Write(p []byte) (int, error) {
+	l.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+func (w *slackWorld) send(body, retry string) {
 	w.t.Helper()
 	r := slackfake.Sign(w.t, w.base, "/slack/events", body, time.Now(), "application/json")
 	if retry != "" {
 		r.Header.Set("X-Slack-Retry-Num", retry)
 	}
-	if status, b := do(w.t, r); status != 200 {
+	if status, b := slackDo(w.t, r); status != 200 {
 		w.t.Fatalf("event answered %d: %s", status, b)
 	}
 }
 
 // jobs returns the jobs of the task of the thread under root, newest first.
-func (w *world) jobs(root string) []core.Job {
+func (w *slackWorld) jobs(root string) []core.Job {
 	w.t.Helper()
-	return w.jobsIn(thread(root))
+	return w.jobsIn(slackThread(root))
 }
 
-func (w *world) waitJob(root string, s core.JobState) {
+func (w *slackWorld) waitJob(root string, s core.JobState) {
 	w.t.Helper()
 	eventually(w.t, "a job "+string(s), func() bool {
 		jobs := w.jobs(root)
@@ -82,7 +168,7 @@ func (w *world) waitJob(root string, s core.JobState) {
 }
 
 // reacted reports whether emoji was added to ts.
-func (w *world) reacted(ts, emoji string) bool {
+func (w *slackWorld) reacted(ts, emoji string) bool {
 	for _, c := range w.slack.Recorded("reactions.add") {
 		if c.TS == ts && c.Name == emoji {
 			return true
@@ -91,8 +177,8 @@ func (w *world) reacted(ts, emoji string) bool {
 	return false
 }
 
-func TestMentionAnsweredInThread(t *testing.T) {
-	w := newWorld(t)
+func TestSlackMentionAnsweredInThread(t *testing.T) {
+	w := newSlackWorld(t)
 	w.sys.LLM.Script(llmtest.Transition("COMPLETE", "The answer is **42**. <!channel> @here"))
 	const root = "1700000000.000100"
 	mention := slackfake.MentionEvent("Ev1", "U1", "<@UBATON> what is the answer?", root, "")
@@ -130,8 +216,8 @@ func TestMentionAnsweredInThread(t *testing.T) {
 	}
 }
 
-func TestAskAnsweredInThread(t *testing.T) {
-	w := newWorld(t)
+func TestSlackAskAnsweredInThread(t *testing.T) {
+	w := newSlackWorld(t)
 	w.sys.LLM.Script(llmtest.Transition("ASK", "need a year", "question", "Which year?"))
 	const root = "1700000000.000100"
 	w.send(slackfake.MentionEvent("Ev1", "U1", "<@UBATON> make the report", root, ""), "")
@@ -168,8 +254,8 @@ func TestAskAnsweredInThread(t *testing.T) {
 	})
 }
 
-func TestLongAnswer(t *testing.T) {
-	w := newWorld(t)
+func TestSlackLongAnswer(t *testing.T) {
+	w := newSlackWorld(t)
 	var b strings.Builder
 	for b.Len() < 20000 {
 		b.WriteString("Some prose about the code & why it is so.\n\n```go\nfunc main() {\n\tif a < b {\n\t\tprintln(\"<!channel>\")\n\t}\n}\n```\n\n")
@@ -212,15 +298,15 @@ func TestLongAnswer(t *testing.T) {
 	}
 }
 
-func TestAttachmentLandsInInput(t *testing.T) {
-	w := newWorld(t)
+func TestSlackAttachmentLandsInInput(t *testing.T) {
+	w := newSlackWorld(t)
 	w.sys.LLM.Script(llmtest.Transition("COMPLETE", "Read it."))
 	const root = "1700000000.000100"
 	ev := map[string]any{"type": "app_mention", "user": "U1", "text": "<@UBATON> read this", "ts": root, "channel": "C1", "event_ts": root,
 		"files": []map[string]any{{"id": "F1", "name": "notes.txt", "size": 18, "url_private_download": w.slack.DownloadURL("notes.txt")}}}
 	w.send(slackfake.Callback("Ev1", ev), "")
 	w.waitJob(root, core.JobSucceeded)
-	task, err := w.sys.Store.TaskByThread(context.Background(), thread(root))
+	task, err := w.sys.Store.TaskByThread(context.Background(), slackThread(root))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,10 +316,10 @@ func TestAttachmentLandsInInput(t *testing.T) {
 	}
 }
 
-// TestAttachmentOverTheLimit: a file larger than files.max_bytes is not
+// TestSlackAttachmentOverTheLimit: a file larger than files.max_bytes is not
 // downloaded, the thread is told why, and the request still runs.
-func TestAttachmentOverTheLimit(t *testing.T) {
-	w := newWorldWith(t, chattest.Options{MaxFileBytes: 1000})
+func TestSlackAttachmentOverTheLimit(t *testing.T) {
+	w := newSlackWorldWith(t, stackOptions{MaxFileBytes: 1000})
 	w.sys.LLM.Script(llmtest.Transition("COMPLETE", "Done without it."))
 	const root = "1700000000.000200"
 	ev := map[string]any{"type": "app_mention", "user": "U1", "text": "<@UBATON> read this", "ts": root, "channel": "C1", "event_ts": root,
@@ -241,7 +327,7 @@ func TestAttachmentOverTheLimit(t *testing.T) {
 	w.send(slackfake.Callback("Ev2", ev), "")
 	w.waitJob(root, core.JobSucceeded)
 	w.waitPost("C1", root, "I could not take the file huge.bin")
-	task, err := w.sys.Store.TaskByThread(context.Background(), thread(root))
+	task, err := w.sys.Store.TaskByThread(context.Background(), slackThread(root))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,8 +336,94 @@ func TestAttachmentOverTheLimit(t *testing.T) {
 	}
 }
 
+// A file shared through Slack Connect arrives as a stub without links:
+// files.info is asked for it, and the file is downloaded; when files.info
+// fails too, the thread hears why and the request still runs.
+func TestSlackConnectFileStub(t *testing.T) {
+	w := newSlackWorld(t)
+	w.sys.LLM.Script(llmtest.Transition("COMPLETE", "Read it."))
+	w.slack.SetFileInfo("F9", map[string]any{"id": "F9", "name": "shared.txt", "size": 21, "file_access": "visible",
+		"url_private": w.slack.DownloadURL("shared.txt"), "url_private_download": w.slack.DownloadURL("shared.txt")})
+	const root = "1700000000.000100"
+	stub := func(id string) map[string]any {
+		return map[string]any{"id": id, "mode": "file_access", "file_access": "check_file_info", "created": 0, "timestamp": 0, "user": ""}
+	}
+	ev := map[string]any{"type": "app_mention", "user": "U1", "text": "<@UBATON> read these", "ts": root, "channel": "C1", "event_ts": root,
+		"files": []any{stub("F9"), stub("F10")}}
+	w.send(slackfake.Callback("Ev1", ev), "")
+	w.waitJob(root, core.JobSucceeded)
+	task, err := w.sys.Store.TaskByThread(context.Background(), slackThread(root))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(task.Workspace, "input", "shared.txt"))
+	if err != nil || string(b) != "content of shared.txt" {
+		t.Errorf("input/shared.txt = %q, %v; want the file files.info pointed to", b, err)
+	}
+	posts := w.waitPost("C1", root, "I could not take the file F10")
+	for _, p := range posts {
+		if strings.Contains(p, "shared.txt") {
+			t.Errorf("the thread heard about the file that worked: %q", p)
+		}
+	}
+}
+
+// TestSlackGroupAccess: access lists naming a user group let its members in,
+// keep others out, and keep everyone out while the group cannot be read.
+func TestSlackGroupAccess(t *testing.T) {
+	tests := []struct {
+		name    string
+		user    string
+		fail    bool // usergroups.users.list answers an error
+		allowed bool
+	}{
+		{"member", "U1", false, true},
+		{"not a member", "U9", false, false},
+		{"member, group unreadable", "U1", true, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sys := startStack(t, stackOptions{Access: chat.Access{AllowedUsers: []string{"slack-group:S1"}}})
+			f := slackfake.NewServer(t)
+			f.SetMembers("S1", "U1", "U2")
+			if tt.fail {
+				f.Fail("usergroups.users.list", "missing_scope")
+			}
+			_, base := slackStart(t, sys.Service, f, slack.Config{Groups: []string{"slack-group:S1"}})
+			sys.LLM.Script(llmtest.Transition("COMPLETE", "Done."))
+			const root = "1700000000.000100"
+			r := slackfake.Sign(t, base, "/slack/events", slackfake.MentionEvent("Ev1", tt.user, "<@UBATON> do it", root, ""), time.Now(), "application/json")
+			if status, b := slackDo(t, r); status != 200 {
+				t.Fatalf("event answered %d: %s", status, b)
+			}
+			if tt.allowed {
+				eventually(t, "the job done", func() bool {
+					task, err := sys.Store.TaskByThread(context.Background(), slackThread(root))
+					if err != nil {
+						return false
+					}
+					jobs, _ := sys.Store.Jobs(context.Background(), core.JobFilter{TaskID: task.ID})
+					return len(jobs) == 1 && jobs[0].State == core.JobSucceeded
+				})
+				return
+			}
+			eventually(t, "the refusal, to the author alone", func() bool {
+				for _, c := range f.Recorded("chat.postEphemeral") {
+					if c.User == tt.user && strings.Contains(c.Text, "not allowed to use Baton") {
+						return true
+					}
+				}
+				return false
+			})
+			if _, err := sys.Store.TaskByThread(context.Background(), slackThread(root)); err == nil {
+				t.Error("a task was made for an author outside the group")
+			}
+		})
+	}
+}
+
 // jobsIn returns the jobs of the task of ref, newest first.
-func (w *world) jobsIn(ref core.ThreadRef) []core.Job {
+func (w *slackWorld) jobsIn(ref core.ThreadRef) []core.Job {
 	w.t.Helper()
 	ctx := context.Background()
 	task, err := w.sys.Store.TaskByThread(ctx, ref)
@@ -267,7 +439,7 @@ func (w *world) jobsIn(ref core.ThreadRef) []core.Job {
 
 // posts returns the texts posted in channel's thread ts ("" for a DM
 // channel's own), in order.
-func (w *world) posts(channel, ts string) []string {
+func (w *slackWorld) posts(channel, ts string) []string {
 	var out []string
 	for _, c := range w.slack.Recorded("chat.postMessage") {
 		if c.Channel == channel && c.ThreadTS == ts {
@@ -279,7 +451,7 @@ func (w *world) posts(channel, ts string) []string {
 
 // waitPost waits for a post containing text in channel's thread ts and
 // returns every post of that thread.
-func (w *world) waitPost(channel, ts, text string) []string {
+func (w *slackWorld) waitPost(channel, ts, text string) []string {
 	w.t.Helper()
 	eventually(w.t, "a post saying "+text, func() bool {
 		return slices.ContainsFunc(w.posts(channel, ts), func(p string) bool { return strings.Contains(p, text) })
@@ -289,7 +461,7 @@ func (w *world) waitPost(channel, ts, text string) []string {
 
 // checkAborted checks that a job slowed down by the model was aborted by
 // U1, said so last in its thread, and posted no answer.
-func (w *world) checkAborted(jobs []core.Job, channel, ts string) {
+func (w *slackWorld) checkAborted(jobs []core.Job, channel, ts string) {
 	w.t.Helper()
 	if len(jobs) != 1 || jobs[0].State != core.JobAborted || jobs[0].AbortedBy != "slack:U1" {
 		w.t.Fatalf("jobs = %+v; want one, aborted by slack:U1", jobs)
@@ -308,9 +480,9 @@ func (w *world) checkAborted(jobs []core.Job, channel, ts string) {
 	}
 }
 
-// TestAbortInThread: `!abort` in the thread during a slow model call.
-func TestAbortInThread(t *testing.T) {
-	w := newWorld(t)
+// TestSlackAbortInThread: `!abort` in the thread during a slow model call.
+func TestSlackAbortInThread(t *testing.T) {
+	w := newSlackWorld(t)
 	w.sys.LLM.Script(llmtest.Transition("COMPLETE", "late answer").After(time.Hour))
 	const root = "1700000000.000100"
 	w.send(slackfake.MentionEvent("Ev1", "U1", "<@UBATON> take your time", root, ""), "")
@@ -321,11 +493,11 @@ func TestAbortInThread(t *testing.T) {
 	w.checkAborted(w.jobs(root), "C1", root)
 }
 
-// TestReactionAbortsInDirectMessages: ❌ on the request in a direct
+// TestSlackReactionAbortsInDirectMessages: ❌ on the request in a direct
 // message stops its job, as on a thread's root in a channel; the bot's
 // own ❌ and one on another message do nothing.
-func TestReactionAbortsInDirectMessages(t *testing.T) {
-	w := newWorld(t)
+func TestSlackReactionAbortsInDirectMessages(t *testing.T) {
+	w := newSlackWorld(t)
 	w.sys.LLM.Script(llmtest.Transition("COMPLETE", "late answer").After(time.Hour))
 	const ts = "1700000000.000100"
 	dm := core.ThreadRef{Platform: core.PlatformSlack, Team: slackfake.Team, Channel: "D1", Thread: "D1"}
@@ -349,10 +521,10 @@ func TestReactionAbortsInDirectMessages(t *testing.T) {
 	w.checkAborted(w.jobsIn(dm), "D1", "")
 }
 
-// TestOutputUploadedIntoThread: a file the agent writes to output/ is
+// TestSlackOutputUploadedIntoThread: a file the agent writes to output/ is
 // uploaded into the task's thread when the job completes.
-func TestOutputUploadedIntoThread(t *testing.T) {
-	w := newWorld(t)
+func TestSlackOutputUploadedIntoThread(t *testing.T) {
+	w := newSlackWorld(t)
 	const content = "# Report\n\nAll 3 checks passed.\n"
 	w.sys.LLM.Script(
 		llmtest.Call("Write", `{"path":"output/report.md","content":"# Report\n\nAll 3 checks passed.\n"}`),
@@ -375,13 +547,13 @@ func TestOutputUploadedIntoThread(t *testing.T) {
 	w.waitPost("C1", root, "The report is attached.")
 }
 
-// TestOutputOverTheCapAndHostileNames: of the files the agent writes to
+// TestSlackOutputOverTheCapAndHostileNames: of the files the agent writes to
 // output/, the one over files.max_bytes is not uploaded and the thread is
 // told where it is; the one under it is uploaded under a name that pings
 // nobody and reads as stored.
-func TestOutputOverTheCapAndHostileNames(t *testing.T) {
+func TestSlackOutputOverTheCapAndHostileNames(t *testing.T) {
 	const limit = 1000
-	w := newWorldWith(t, chattest.Options{MaxFileBytes: limit})
+	w := newSlackWorldWith(t, stackOptions{MaxFileBytes: limit})
 	w.sys.LLM.Script(
 		llmtest.Call("Write", fmt.Sprintf(`{"path":"output/big.bin","content":%q}`, strings.Repeat("b", 39*limit))),
 		llmtest.Call("Write", `{"path":"output/<!channel> @everyone\u202egnp.md","content":"# Report"}`),
@@ -410,34 +582,34 @@ func TestOutputOverTheCapAndHostileNames(t *testing.T) {
 	}
 }
 
-// gated hands messages to svc once open is closed, saying on entered
+// slackGated hands messages to svc once open is closed, saying on entered
 // that the first one arrived; it ignores ctx while it waits, as a slow
 // store would.
-type gated struct {
-	Service
+type slackGated struct {
+	slack.Service
 	entered chan struct{}
 	once    sync.Once
 	open    chan struct{}
 }
 
-func (g *gated) HandleMessage(ctx context.Context, m chat.Message) (chat.Reply, error) {
+func (g *slackGated) HandleMessage(ctx context.Context, m chat.Message) (chat.Reply, error) {
 	g.once.Do(func() { close(g.entered) })
 	<-g.open
 	return g.Service.HandleMessage(ctx, m)
 }
 
-// TestShutdownHandlesAcknowledgedEvents: events acknowledged before
+// TestSlackShutdownHandlesAcknowledgedEvents: events acknowledged before
 // shutdown still become tasks and comments; events arriving after it are
 // refused so that Slack sends them again.
-func TestShutdownHandlesAcknowledgedEvents(t *testing.T) {
-	sys := chattest.Start(t, chattest.Options{})
+func TestSlackShutdownHandlesAcknowledgedEvents(t *testing.T) {
+	sys := startStack(t, stackOptions{})
 	sys.LLM.Handle(func(llmtest.Request) llmtest.Step {
 		return llmtest.Transition("ASK", "need more", "question", "Which one?")
 	})
-	g := &gated{Service: sys.Service, entered: make(chan struct{}), open: make(chan struct{})}
-	srv, cancel, done := runOneWorker(t, g, time.Minute)
+	g := &slackGated{Service: sys.Service, entered: make(chan struct{}), open: make(chan struct{})}
+	srv, cancel, done := slackRunOneWorker(t, g, time.Minute)
 	send := func(body string) int {
-		status, _ := do(t, slackfake.Sign(t, srv.URL, "/slack/events", body, time.Now(), "application/json"))
+		status, _ := slackDo(t, slackfake.Sign(t, srv.URL, "/slack/events", body, time.Now(), "application/json"))
 		return status
 	}
 
@@ -467,7 +639,7 @@ func TestShutdownHandlesAcknowledgedEvents(t *testing.T) {
 	}
 
 	for i, root := range roots {
-		task, err := sys.Store.TaskByThread(context.Background(), thread(root))
+		task, err := sys.Store.TaskByThread(context.Background(), slackThread(root))
 		if err != nil {
 			t.Errorf("mention %d acknowledged before shutdown: no task (%v)", i, err)
 			continue
@@ -486,63 +658,4 @@ func TestShutdownHandlesAcknowledgedEvents(t *testing.T) {
 	if s := send(slackfake.MentionEvent("Ev10", "U1", "<@UBATON> too late", "1700000000.000500", "")); s != http.StatusServiceUnavailable {
 		t.Errorf("an event after shutdown answered %d, want 503 so that Slack retries", s)
 	}
-}
-
-// TestShutdownDrainIsBounded: events still unhandled DrainTimeout after
-// shutdown began are given up, and Run returns.
-func TestShutdownDrainIsBounded(t *testing.T) {
-	stuck := &stuckService{started: make(chan struct{}, 8), gaveUp: make(chan struct{}, 8)}
-	srv, cancel, done := runOneWorker(t, stuck, 50*time.Millisecond)
-	for i := range 3 {
-		body := slackfake.MentionEvent(fmt.Sprint("Ev", i), "U1", "<@UBATON> hi", fmt.Sprintf("1700000000.00010%d", i), "")
-		if s, b := do(t, slackfake.Sign(t, srv.URL, "/slack/events", body, time.Now(), "application/json")); s != 200 {
-			t.Fatalf("event %d answered %d: %s", i, s, b)
-		}
-	}
-	<-stuck.started
-	cancel()
-	select {
-	case <-done:
-	case <-time.After(60 * time.Second):
-		t.Fatal("Run did not return: the drain is not bounded")
-	}
-	select {
-	case <-stuck.gaveUp:
-	default:
-		t.Error("the event being handled was not told to give up")
-	}
-	if n := len(stuck.started); n != 0 {
-		t.Errorf("%d more events started after the drain time was up", n)
-	}
-}
-
-// runOneWorker runs an HTTP-mode adapter with one event worker over svc and
-// returns its server, the cancel that starts its shutdown and Run's result.
-func runOneWorker(t *testing.T, svc Service, drain time.Duration) (*httptest.Server, context.CancelFunc, <-chan error) {
-	t.Helper()
-	f := slackfake.NewServer(t)
-	a, err := New(svc, Config{Inbox: newInbox(t), Mode: ModeHTTP, BotToken: slackfake.BotToken, SigningSecret: slackfake.SigningSecret, APIURL: f.URL(), Workers: 1, DrainTimeout: drain, Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	srv := httptest.NewServer(a.Handler())
-	t.Cleanup(srv.Close)
-	return srv, cancel, done
-}
-
-// stuckService never finishes a message before its context ends.
-type stuckService struct {
-	recorder
-	started, gaveUp chan struct{}
-}
-
-func (s *stuckService) HandleMessage(ctx context.Context, m chat.Message) (chat.Reply, error) {
-	s.started <- struct{}{}
-	<-ctx.Done()
-	s.gaveUp <- struct{}{}
-	return chat.Reply{}, ctx.Err()
 }
