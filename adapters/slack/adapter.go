@@ -84,9 +84,13 @@ type Config struct {
 	Command string
 	// Locale is the language of the adapter's own answers (locale).
 	Locale string
-
-	sweepEvery time.Duration // how often the inbox is searched for due events; tests shorten it
-	retryAfter time.Duration // the wait before a failed handling's first retry; tests shorten it
+	// SweepEvery is how often the inbox is searched for due events: those
+	// whose handling failed, and a dead process's (default 10 s).
+	// RetryAfter is the wait before a failed handling's first retry,
+	// doubling with each try up to 5 minutes (default 10 s). Both are
+	// shortened by tests that wait for a retry.
+	SweepEvery time.Duration
+	RetryAfter time.Duration
 }
 
 // Modes.
@@ -100,9 +104,10 @@ const eventTimeout = 5 * time.Minute
 
 // Inbox timing. An event is owned by the process that added or claimed it
 // for inboxLease; the sweep claims those due (the process's own still
-// running, which renews them, and a dead process's) every sweepEvery. A
-// failed handling is tried again after retryAfter, doubling up to
-// maxRetryWait, maxTries times in all (about 40 minutes).
+// running, which renews them, and a dead process's) every sweepEvery
+// (Config.SweepEvery). A failed handling is tried again after retryAfter
+// (Config.RetryAfter), doubling up to maxRetryWait, maxTries times in all
+// (about 40 minutes).
 const (
 	inboxLease   = time.Minute
 	sweepEvery   = 10 * time.Second
@@ -188,11 +193,11 @@ func New(svc Service, cfg Config) (*Adapter, error) {
 	if cfg.Command == "" {
 		cfg.Command = "/baton"
 	}
-	if cfg.sweepEvery <= 0 {
-		cfg.sweepEvery = sweepEvery
+	if cfg.SweepEvery <= 0 {
+		cfg.SweepEvery = sweepEvery
 	}
-	if cfg.retryAfter <= 0 {
-		cfg.retryAfter = retryAfter
+	if cfg.RetryAfter <= 0 {
+		cfg.RetryAfter = retryAfter
 	}
 	hc := cfg.HTTPClient
 	if hc == nil {
@@ -252,7 +257,8 @@ func (a *Adapter) identity(ctx context.Context) (identity, error) {
 //
 // The sweep hands the workers the inbox's due events: at once on start
 // (those an earlier process acknowledged and did not handle), then every
-// 10 s (those whose handling failed, tried again with a growing wait).
+// SweepEvery (those whose handling failed, tried again with a growing
+// wait).
 //
 // When ctx ends, the adapter takes no more events (HTTP mode answers 503,
 // which Slack retries) and Run goes on handing the events it acknowledged
@@ -362,7 +368,7 @@ func (a *Adapter) handle(ctx context.Context, e core.InboxEvent) {
 		a.log.Error("a slack event failed every try; given up", "event", e.Key, "tries", e.Tries, "err", err)
 		err = a.cfg.Inbox.InboxDone(bctx, e.ID)
 	default:
-		wait := min(a.cfg.retryAfter<<(e.Tries-1), maxRetryWait)
+		wait := min(a.cfg.RetryAfter<<(e.Tries-1), maxRetryWait)
 		a.log.Warn("handling a slack event failed; it will be tried again", "event", e.Key, "try", e.Tries, "in", wait, "err", err)
 		err = a.cfg.Inbox.InboxRetry(bctx, e.ID, time.Now().Add(wait), err.Error())
 	}
@@ -476,9 +482,9 @@ func (a *Adapter) done(id int64) {
 }
 
 // sweepLoop hands the workers the inbox's due events, at once and every
-// sweepEvery, until ctx ends.
+// SweepEvery, until ctx ends.
 func (a *Adapter) sweepLoop(ctx context.Context) {
-	t := time.NewTicker(a.cfg.sweepEvery)
+	t := time.NewTicker(a.cfg.SweepEvery)
 	defer t.Stop()
 	for {
 		a.sweep(ctx)

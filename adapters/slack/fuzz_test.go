@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/baton-bot/baton/adapters/slack/slackfake"
 	"github.com/slack-go/slack/slackevents"
 )
 
@@ -17,17 +18,17 @@ import (
 // few broken ones.
 var slackSeeds = []string{
 	`{"token":"Jhj5dZrVaK7ZwHHjRyZWjbDl","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P","type":"url_verification"}`,
-	mentionEvent("Ev1", "U1", "<@UBATON> ask <@U2> in <#C1|ops> <!here> <https://e.test|doc> &amp;", "1700000000.000100", ""),
-	messageEvent("Ev2", "U2", "and the <!subteam^S1|@team> &lt;b&gt;", "1700000000.000200", "1700000000.000100"),
-	callback("Ev3", map[string]any{"type": "message", "channel_type": "im", "user": "U3", "text": "", "ts": "1700000000.000300", "channel": "D3",
+	slackfake.MentionEvent("Ev1", "U1", "<@UBATON> ask <@U2> in <#C1|ops> <!here> <https://e.test|doc> &amp;", "1700000000.000100", ""),
+	slackfake.MessageEvent("Ev2", "U2", "and the <!subteam^S1|@team> &lt;b&gt;", "1700000000.000200", "1700000000.000100"),
+	slackfake.Callback("Ev3", map[string]any{"type": "message", "channel_type": "im", "user": "U3", "text": "", "ts": "1700000000.000300", "channel": "D3",
 		"blocks": []any{map[string]any{"type": "rich_text", "elements": []any{map[string]any{"type": "rich_text_section", "elements": []any{
 			map[string]any{"type": "user", "user_id": "U2"}, map[string]any{"type": "link", "url": "https://e.test"},
 			map[string]any{"type": "broadcast", "range": "here"}, map[string]any{"type": "date", "timestamp": 1700000000}}}}}}}),
-	callback("Ev4", map[string]any{"type": "message", "subtype": "file_share", "user": "U1", "text": "<@UBATON> see", "ts": "1700000000.000400",
+	slackfake.Callback("Ev4", map[string]any{"type": "message", "subtype": "file_share", "user": "U1", "text": "<@UBATON> see", "ts": "1700000000.000400",
 		"channel": "C1", "channel_type": "channel", "files": []any{map[string]any{"id": "F1", "file_access": "check_file_info"}}}),
-	callback("Ev5", map[string]any{"type": "reaction_added", "user": "U1", "reaction": "x", "item": map[string]any{"type": "message", "channel": "C1", "ts": "1700000000.000100"}}),
-	callback("Ev6", map[string]any{"type": "message", "subtype": "message_changed", "channel": "C1", "message": map[string]any{"user": "U1", "text": "x"}}),
-	callback("Ev7", map[string]any{"type": "app_mention", "user": "USLACKBOT", "text": "Reminder: <@UBATON>", "ts": "1", "channel": "C1"}),
+	slackfake.Callback("Ev5", map[string]any{"type": "reaction_added", "user": "U1", "reaction": "x", "item": map[string]any{"type": "message", "channel": "C1", "ts": "1700000000.000100"}}),
+	slackfake.Callback("Ev6", map[string]any{"type": "message", "subtype": "message_changed", "channel": "C1", "message": map[string]any{"user": "U1", "text": "x"}}),
+	slackfake.Callback("Ev7", map[string]any{"type": "app_mention", "user": "USLACKBOT", "text": "Reminder: <@UBATON>", "ts": "1", "channel": "C1"}),
 	`{"type":"event_callback","event":{"type":"message","text":"<@UBATON","blocks":[{"type":"rich_text","elements":[{"type":"rich_text_list","elements":[{}]}]}]}}`,
 	`{"type":"event_callback","event":null}`,
 	`{"type":"app_rate_limited"}`,
@@ -39,9 +40,9 @@ var slackSeeds = []string{
 // the fuzz target runs itself (no Run, no workers), so that a panic is
 // not recovered.
 func fuzzAdapter(f *testing.F, svc Service) *Adapter {
-	fake := newFakeSlack(f)
-	fake.users["U2"] = "bob"
-	a, err := New(svc, Config{Inbox: newInbox(f), Mode: ModeHTTP, BotToken: "xoxb-test", SigningSecret: secret, APIURL: fake.url()})
+	fake := slackfake.NewServer(f)
+	fake.SetUser("U2", "bob")
+	a, err := New(svc, Config{Inbox: newInbox(f), Mode: ModeHTTP, BotToken: slackfake.BotToken, SigningSecret: slackfake.SigningSecret, APIURL: fake.URL()})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -65,7 +66,7 @@ func FuzzSlackSignature(f *testing.F) {
 		for _, path := range []string{"/slack/events", "/slack/commands", "/slack/interactions"} {
 			var r *http.Request
 			if signed {
-				r = sign(t, "http://baton", path, body, time.Now(), "application/json")
+				r = slackfake.Sign(t, "http://baton", path, body, time.Now(), "application/json")
 			} else {
 				r = httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
 				r.Header.Set("X-Slack-Request-Timestamp", ts)
@@ -104,7 +105,7 @@ func FuzzSlackEvent(f *testing.F) {
 	h := a.Handler()
 	f.Fuzz(func(t *testing.T, body string) {
 		w := httptest.NewRecorder()
-		h.ServeHTTP(w, sign(t, "http://baton", "/slack/events", body, time.Now(), "application/json"))
+		h.ServeHTTP(w, slackfake.Sign(t, "http://baton", "/slack/events", body, time.Now(), "application/json"))
 		if w.Code != http.StatusOK && w.Code != http.StatusBadRequest {
 			t.Fatalf("answered %d: %s", w.Code, w.Body)
 		}
@@ -122,7 +123,7 @@ func FuzzSlackEvent(f *testing.F) {
 		svc.mu.Lock()
 		defer svc.mu.Unlock()
 		for _, m := range svc.messages {
-			if strings.Contains(m.Text, "<@"+botUser+">") && !strings.Contains(m.Original, "&lt;") {
+			if strings.Contains(m.Text, "<@"+slackfake.BotUser+">") && !strings.Contains(m.Original, "&lt;") {
 				t.Fatalf("the bot's mention reached the service: %q", m.Text)
 			}
 		}

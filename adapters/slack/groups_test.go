@@ -3,15 +3,12 @@ package slack
 import (
 	"context"
 	"log/slog"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/baton-bot/baton/core"
+	"github.com/baton-bot/baton/adapters/slack/slackfake"
 	"github.com/baton-bot/baton/core/chat"
-	"github.com/baton-bot/baton/core/chat/chattest"
-	"github.com/baton-bot/baton/core/llmtest"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -38,19 +35,15 @@ func (w *warnings) count() int {
 }
 
 func TestGroupMembership(t *testing.T) {
-	f := newFakeSlack(t)
-	f.members["S1"] = []string{"U1", "U2"}
+	f := slackfake.NewServer(t)
+	f.SetMembers("S1", "U1", "U2")
 	// S2 is unknown to Slack: every lookup of it fails.
 	warn := &warnings{}
-	g := newGroups(newClient(Config{BotToken: "xoxb-test", APIURL: f.url()}), []string{"slack-group:S1", "S2", "slack-group:S1", ""}, 5*time.Minute, slog.New(warn))
+	g := newGroups(newClient(Config{BotToken: slackfake.BotToken, APIURL: f.URL()}), []string{"slack-group:S1", "S2", "slack-group:S1", ""}, 5*time.Minute, slog.New(warn))
 	now := time.Unix(1_700_000_000, 0)
 	g.now = func() time.Time { return now }
 	ctx := context.Background()
-	calls := func() int {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		return f.memberCalls
-	}
+	calls := f.MemberCalls
 
 	if diff := cmp.Diff([]string{"slack-group:S1"}, g.of(ctx, "U1")); diff != "" {
 		t.Errorf("groups of U1 (-want +got):\n%s", diff)
@@ -69,9 +62,7 @@ func TestGroupMembership(t *testing.T) {
 	}
 
 	now = now.Add(time.Minute) // past the retry of a failed lookup, within the TTL
-	f.mu.Lock()
-	f.members["S1"] = []string{"U2"}
-	f.mu.Unlock()
+	f.SetMembers("S1", "U2")
 	g.of(ctx, "U1")
 	if n := calls(); n != 3 {
 		t.Errorf("%d calls after a minute, want 3 (S2 tried again, S1 cached)", n)
@@ -90,80 +81,26 @@ func TestGroupMembership(t *testing.T) {
 	}
 }
 
-// TestGroupAccess: access lists naming a user group let its members in,
-// keep others out, and keep everyone out while the group cannot be read.
-func TestGroupAccess(t *testing.T) {
-	tests := []struct {
-		name    string
-		user    string
-		fail    bool // usergroups.users.list answers an error
-		allowed bool
-	}{
-		{"member", "U1", false, true},
-		{"not a member", "U9", false, false},
-		{"member, group unreadable", "U1", true, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			sys := chattest.Start(t, chattest.Options{Access: chat.Access{AllowedUsers: []string{"slack-group:S1"}}})
-			f := newFakeSlack(t)
-			f.members["S1"] = []string{"U1", "U2"}
-			if tt.fail {
-				f.setFail("usergroups.users.list", "missing_scope")
-			}
-			_, base := startHTTP(t, sys.Service, f, Config{Groups: []string{"slack-group:S1"}})
-			sys.LLM.Script(llmtest.Transition("COMPLETE", "Done."))
-			const root = "1700000000.000100"
-			r := sign(t, base, "/slack/events", mentionEvent("Ev1", tt.user, "<@UBATON> do it", root, ""), time.Now(), "application/json")
-			if status, b := do(t, r); status != 200 {
-				t.Fatalf("event answered %d: %s", status, b)
-			}
-			if tt.allowed {
-				eventually(t, "the job done", func() bool {
-					task, err := sys.Store.TaskByThread(context.Background(), thread(root))
-					if err != nil {
-						return false
-					}
-					jobs, _ := sys.Store.Jobs(context.Background(), core.JobFilter{TaskID: task.ID})
-					return len(jobs) == 1 && jobs[0].State == core.JobSucceeded
-				})
-				return
-			}
-			eventually(t, "the refusal, to the author alone", func() bool {
-				for _, c := range f.recorded("chat.postEphemeral") {
-					if c.User == tt.user && strings.Contains(c.Text, "not allowed to use Baton") {
-						return true
-					}
-				}
-				return false
-			})
-			if _, err := sys.Store.TaskByThread(context.Background(), thread(root)); err == nil {
-				t.Error("a task was made for an author outside the group")
-			}
-		})
-	}
-}
-
 // TestGroupsHandedOver: messages, reactions and slash commands carry the
 // author's groups among those configured.
 func TestGroupsHandedOver(t *testing.T) {
 	svc := &recorder{reply: chat.Reply{Text: "ok"}}
-	f := newFakeSlack(t)
-	f.members["S1"] = []string{"U1"}
-	f.members["S7"] = []string{"U1"} // not configured: never asked
+	f := slackfake.NewServer(t)
+	f.SetMembers("S1", "U1")
+	f.SetMembers("S7", "U1") // not configured: never asked
 	_, base := startHTTP(t, svc, f, Config{Groups: []string{"slack-group:S1"}})
 	const root = "1700000000.000100"
 	for _, body := range []string{
-		mentionEvent("Ev1", "U1", "<@UBATON> hi", root, ""),
-		callback("Ev2", map[string]any{"type": "reaction_added", "user": "U1", "reaction": "x",
+		slackfake.MentionEvent("Ev1", "U1", "<@UBATON> hi", root, ""),
+		slackfake.Callback("Ev2", map[string]any{"type": "reaction_added", "user": "U1", "reaction": "x",
 			"item": map[string]any{"type": "message", "channel": "C1", "ts": root}, "event_ts": "1700000000.000900"}),
 	} {
-		if status, b := do(t, sign(t, base, "/slack/events", body, time.Now(), "application/json")); status != 200 {
+		if status, b := do(t, slackfake.Sign(t, base, "/slack/events", body, time.Now(), "application/json")); status != 200 {
 			t.Fatalf("event answered %d: %s", status, b)
 		}
 	}
 	form := "team_id=T1&channel_id=C1&user_id=U1&user_name=alice&command=%2Fbaton&text=list"
-	if status, b := do(t, sign(t, base, "/slack/commands", form, time.Now(), "application/x-www-form-urlencoded")); status != 200 {
+	if status, b := do(t, slackfake.Sign(t, base, "/slack/commands", form, time.Now(), "application/x-www-form-urlencoded")); status != 200 {
 		t.Fatalf("command answered %d: %s", status, b)
 	}
 	eventually(t, "all three handed over", func() bool { return svc.handed() >= 3 })

@@ -2,46 +2,23 @@ package slack
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/baton-bot/baton/adapters/slack/slackfake"
 	"github.com/baton-bot/baton/core/chat"
 	"github.com/baton-bot/baton/core/sqlite"
 	"github.com/google/go-cmp/cmp"
 )
-
-const secret = "8f742231b10e8888abcd99yyyzzz85a5"
-
-// sign returns a request to path signed as Slack signs them: HMAC-SHA256
-// of "v0:timestamp:body" with the signing secret.
-func sign(t testing.TB, base, path, body string, at time.Time, contentType string) *http.Request {
-	t.Helper()
-	r, err := http.NewRequest(http.MethodPost, base+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := strconv.FormatInt(at.Unix(), 10)
-	mac := hmac.New(sha256.New, []byte(secret))
-	fmt.Fprintf(mac, "v0:%s:%s", ts, body)
-	r.Header.Set("X-Slack-Request-Timestamp", ts)
-	r.Header.Set("X-Slack-Signature", "v0="+hex.EncodeToString(mac.Sum(nil)))
-	r.Header.Set("Content-Type", contentType)
-	return r
-}
 
 func do(t testing.TB, r *http.Request) (int, string) {
 	t.Helper()
@@ -106,12 +83,12 @@ func newInbox(t testing.TB) *sqlite.Store {
 
 // startHTTP runs an HTTP-mode adapter over svc and the fake Slack; its
 // inbox is a store of its own unless cfg names one.
-func startHTTP(t testing.TB, svc Service, f *fakeSlack, cfg Config) (*Adapter, string) {
+func startHTTP(t testing.TB, svc Service, f *slackfake.Server, cfg Config) (*Adapter, string) {
 	t.Helper()
 	if cfg.Inbox == nil {
 		cfg.Inbox = newInbox(t)
 	}
-	cfg.Mode, cfg.BotToken, cfg.SigningSecret, cfg.APIURL = ModeHTTP, "xoxb-test", secret, f.url()
+	cfg.Mode, cfg.BotToken, cfg.SigningSecret, cfg.APIURL = ModeHTTP, slackfake.BotToken, slackfake.SigningSecret, f.URL()
 	a, err := New(svc, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -137,34 +114,9 @@ func eventually(t testing.TB, what string, cond func() bool) {
 	}
 }
 
-// mentionEvent is an app_mention callback as Slack documents it.
-func mentionEvent(eventID, user, text, ts, threadTS string) string {
-	ev := map[string]any{"type": "app_mention", "user": user, "text": text, "ts": ts, "channel": "C1", "event_ts": ts}
-	if threadTS != "" {
-		ev["thread_ts"] = threadTS
-	}
-	return callback(eventID, ev)
-}
-
-func messageEvent(eventID, user, text, ts, threadTS string) string {
-	ev := map[string]any{"type": "message", "user": user, "text": text, "ts": ts, "channel": "C1", "channel_type": "channel", "event_ts": ts}
-	if threadTS != "" {
-		ev["thread_ts"] = threadTS
-	}
-	return callback(eventID, ev)
-}
-
-func callback(eventID string, ev map[string]any) string {
-	b, _ := json.Marshal(map[string]any{
-		"token": "XXYYZZ", "team_id": team, "api_app_id": "A1", "type": "event_callback", "event_id": eventID,
-		"event_time": 1700000000, "event": ev,
-	})
-	return string(b)
-}
-
 func TestEventsRequestVerification(t *testing.T) {
 	challenge := `{"token":"Jhj5dZrVaK7ZwHHjRyZWjbDl","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P","type":"url_verification"}`
-	event := mentionEvent("Ev1", "U1", "<@UBATON> hi", "1700000000.000100", "")
+	event := slackfake.MentionEvent("Ev1", "U1", "<@UBATON> hi", "1700000000.000100", "")
 	now := time.Now()
 	tests := []struct {
 		name   string
@@ -172,28 +124,30 @@ func TestEventsRequestVerification(t *testing.T) {
 		status int
 		body   string
 	}{
-		{"url verification", func(b string) *http.Request { return sign(t, b, "/slack/events", challenge, now, "application/json") },
+		{"url verification", func(b string) *http.Request {
+			return slackfake.Sign(t, b, "/slack/events", challenge, now, "application/json")
+		},
 			200, "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P"},
 		{"tampered body", func(b string) *http.Request {
-			r := sign(t, b, "/slack/events", event, now, "application/json")
+			r := slackfake.Sign(t, b, "/slack/events", event, now, "application/json")
 			r.Body = io.NopCloser(strings.NewReader(strings.Replace(event, "hi", "rm -rf", 1)))
 			r.ContentLength = -1
 			return r
 		}, 401, ""},
 		{"stale timestamp", func(b string) *http.Request {
-			return sign(t, b, "/slack/events", event, now.Add(-6*time.Minute), "application/json")
+			return slackfake.Sign(t, b, "/slack/events", event, now.Add(-6*time.Minute), "application/json")
 		}, 401, ""},
 		{"missing headers", func(b string) *http.Request {
 			r, _ := http.NewRequest(http.MethodPost, b+"/slack/events", strings.NewReader(event))
 			return r
 		}, 401, ""},
 		{"forged with another secret", func(b string) *http.Request {
-			r := sign(t, b, "/slack/events", event, now, "application/json")
+			r := slackfake.Sign(t, b, "/slack/events", event, now, "application/json")
 			r.Header.Set("X-Slack-Signature", "v0="+strings.Repeat("ab", 32))
 			return r
 		}, 401, ""},
 		{"malformed JSON", func(b string) *http.Request {
-			return sign(t, b, "/slack/events", `{"type": "event_callback",`, now, "application/json")
+			return slackfake.Sign(t, b, "/slack/events", `{"type": "event_callback",`, now, "application/json")
 		}, 400, ""},
 		{"unsigned command", func(b string) *http.Request {
 			r, _ := http.NewRequest(http.MethodPost, b+"/slack/commands", strings.NewReader("command=%2Fbaton&text=list"))
@@ -207,7 +161,7 @@ func TestEventsRequestVerification(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			svc := &recorder{}
-			_, base := startHTTP(t, svc, newFakeSlack(t), Config{})
+			_, base := startHTTP(t, svc, slackfake.NewServer(t), Config{})
 			status, body := do(t, tt.req(base))
 			if status != tt.status {
 				t.Errorf("status = %d, want %d (%s)", status, tt.status, body)
@@ -227,12 +181,12 @@ func TestEventsRequestVerification(t *testing.T) {
 
 func TestEventsTranslated(t *testing.T) {
 	svc := &recorder{}
-	f := newFakeSlack(t)
+	f := slackfake.NewServer(t)
 	_, base := startHTTP(t, svc, f, Config{RequireMention: false, IgnoreBots: true})
 	now := time.Now()
 	send := func(body string, retry string) {
 		t.Helper()
-		r := sign(t, base, "/slack/events", body, now, "application/json")
+		r := slackfake.Sign(t, base, "/slack/events", body, now, "application/json")
 		if retry != "" {
 			r.Header.Set("X-Slack-Retry-Num", retry)
 			r.Header.Set("X-Slack-Retry-Reason", "http_timeout")
@@ -241,18 +195,18 @@ func TestEventsTranslated(t *testing.T) {
 			t.Fatalf("status %d: %s", status, b)
 		}
 	}
-	send(mentionEvent("Ev1", "U1", "<@UBATON> summarise <@U2>'s plan", "1700000000.000100", ""), "")
-	send(mentionEvent("Ev1", "U1", "<@UBATON> summarise <@U2>'s plan", "1700000000.000100", ""), "1")
-	send(messageEvent("Ev2", "U2", "and the budget", "1700000000.000200", "1700000000.000100"), "")
-	send(messageEvent("Ev3", botUser, "my own words", "1700000000.000300", "1700000000.000100"), "")
-	send(callback("Ev4", map[string]any{"type": "message", "subtype": "bot_message", "bot_id": "B9", "text": "beep", "ts": "1700000000.000400", "channel": "C1", "thread_ts": "1700000000.000100"}), "")
-	send(callback("Ev5", map[string]any{"type": "message", "user": "U7", "bot_id": "B7", "text": "another bot", "ts": "1700000000.000500", "channel": "C1", "channel_type": "channel", "thread_ts": "1700000000.000100"}), "")
-	send(callback("Ev6", map[string]any{"type": "message", "subtype": "message_changed", "channel": "C1", "ts": "1700000000.000600", "message": map[string]any{"user": "U1", "text": "edited", "ts": "1700000000.000100"}}), "")
-	send(messageEvent("Ev7", "U1", "top-level chatter", "1700000000.000700", ""), "")
-	send(callback("Ev8", map[string]any{"type": "message", "channel_type": "im", "user": "U3", "text": "hello there", "ts": "1700000000.000800", "channel": "D3"}), "")
-	send(callback("Ev9", map[string]any{"type": "reaction_added", "user": "U1", "reaction": "x", "item_user": "U1",
+	send(slackfake.MentionEvent("Ev1", "U1", "<@UBATON> summarise <@U2>'s plan", "1700000000.000100", ""), "")
+	send(slackfake.MentionEvent("Ev1", "U1", "<@UBATON> summarise <@U2>'s plan", "1700000000.000100", ""), "1")
+	send(slackfake.MessageEvent("Ev2", "U2", "and the budget", "1700000000.000200", "1700000000.000100"), "")
+	send(slackfake.MessageEvent("Ev3", slackfake.BotUser, "my own words", "1700000000.000300", "1700000000.000100"), "")
+	send(slackfake.Callback("Ev4", map[string]any{"type": "message", "subtype": "bot_message", "bot_id": "B9", "text": "beep", "ts": "1700000000.000400", "channel": "C1", "thread_ts": "1700000000.000100"}), "")
+	send(slackfake.Callback("Ev5", map[string]any{"type": "message", "user": "U7", "bot_id": "B7", "text": "another bot", "ts": "1700000000.000500", "channel": "C1", "channel_type": "channel", "thread_ts": "1700000000.000100"}), "")
+	send(slackfake.Callback("Ev6", map[string]any{"type": "message", "subtype": "message_changed", "channel": "C1", "ts": "1700000000.000600", "message": map[string]any{"user": "U1", "text": "edited", "ts": "1700000000.000100"}}), "")
+	send(slackfake.MessageEvent("Ev7", "U1", "top-level chatter", "1700000000.000700", ""), "")
+	send(slackfake.Callback("Ev8", map[string]any{"type": "message", "channel_type": "im", "user": "U3", "text": "hello there", "ts": "1700000000.000800", "channel": "D3"}), "")
+	send(slackfake.Callback("Ev9", map[string]any{"type": "reaction_added", "user": "U1", "reaction": "x", "item_user": "U1",
 		"item": map[string]any{"type": "message", "channel": "C1", "ts": "1700000000.000100"}, "event_ts": "1700000000.000900"}), "")
-	send(callback("Ev10", map[string]any{"type": "reaction_added", "user": botUser, "reaction": "eyes",
+	send(slackfake.Callback("Ev10", map[string]any{"type": "reaction_added", "user": slackfake.BotUser, "reaction": "eyes",
 		"item": map[string]any{"type": "message", "channel": "C1", "ts": "1700000000.000100"}, "event_ts": "1700000000.001000"}), "")
 
 	// Slack's retry of Ev1 is handed over again only when the first was
@@ -293,12 +247,12 @@ func sortMessages(ms []chat.Message) {
 }
 
 func TestSlashCommand(t *testing.T) {
-	form := url.Values{"token": {"gIkuvaNzQIHg97ATvDxqgjtO"}, "team_id": {team}, "channel_id": {"C1"}, "channel_name": {"general"},
+	form := url.Values{"token": {"gIkuvaNzQIHg97ATvDxqgjtO"}, "team_id": {slackfake.Team}, "channel_id": {"C1"}, "channel_name": {"general"},
 		"user_id": {"U1"}, "user_name": {"alice"}, "command": {"/baton"}, "text": {"status #42"}, "response_url": {""}}
 	t.Run("answered at once", func(t *testing.T) {
 		svc := &recorder{reply: chat.Reply{Text: "Task #42 — job #7 running <!here>"}}
-		_, base := startHTTP(t, svc, newFakeSlack(t), Config{})
-		status, body := do(t, sign(t, base, "/slack/commands", form.Encode(), time.Now(), "application/x-www-form-urlencoded"))
+		_, base := startHTTP(t, svc, slackfake.NewServer(t), Config{})
+		status, body := do(t, slackfake.Sign(t, base, "/slack/commands", form.Encode(), time.Now(), "application/x-www-form-urlencoded"))
 		var got map[string]string
 		if err := json.Unmarshal([]byte(body), &got); status != 200 || err != nil {
 			t.Fatalf("status %d, body %s: %v", status, body, err)
@@ -322,14 +276,14 @@ func TestSlashCommand(t *testing.T) {
 		}))
 		t.Cleanup(hook.Close)
 		svc := &recorder{reply: chat.Reply{Text: "No active tasks."}, wait: 300 * time.Millisecond}
-		_, base := startHTTP(t, svc, newFakeSlack(t), Config{CommandWait: 50 * time.Millisecond})
+		_, base := startHTTP(t, svc, slackfake.NewServer(t), Config{CommandWait: 50 * time.Millisecond})
 		f := url.Values{}
 		for k, v := range form {
 			f[k] = v
 		}
 		f.Set("text", "list")
 		f.Set("response_url", hook.URL)
-		_, body := do(t, sign(t, base, "/slack/commands", f.Encode(), time.Now(), "application/x-www-form-urlencoded"))
+		_, body := do(t, slackfake.Sign(t, base, "/slack/commands", f.Encode(), time.Now(), "application/x-www-form-urlencoded"))
 		if !strings.Contains(body, "Working on it") {
 			t.Errorf("first answer = %s, want working on it", body)
 		}
@@ -346,12 +300,12 @@ func TestSlashCommand(t *testing.T) {
 
 func TestRequireMention(t *testing.T) {
 	svc := &recorder{}
-	_, base := startHTTP(t, svc, newFakeSlack(t), Config{RequireMention: true})
+	_, base := startHTTP(t, svc, slackfake.NewServer(t), Config{RequireMention: true})
 	for _, body := range []string{
-		messageEvent("Ev1", "U2", "just chatting", "1700000000.000200", "1700000000.000100"),
-		messageEvent("Ev2", "U2", "<@UBATON> over to you", "1700000000.000300", "1700000000.000100"),
+		slackfake.MessageEvent("Ev1", "U2", "just chatting", "1700000000.000200", "1700000000.000100"),
+		slackfake.MessageEvent("Ev2", "U2", "<@UBATON> over to you", "1700000000.000300", "1700000000.000100"),
 	} {
-		if status, b := do(t, sign(t, base, "/slack/events", body, time.Now(), "application/json")); status != 200 {
+		if status, b := do(t, slackfake.Sign(t, base, "/slack/events", body, time.Now(), "application/json")); status != 200 {
 			t.Fatalf("status %d: %s", status, b)
 		}
 	}

@@ -1,19 +1,15 @@
 package slack
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/baton-bot/baton/core"
+	"github.com/baton-bot/baton/adapters/slack/slackfake"
 	"github.com/baton-bot/baton/core/chat"
-	"github.com/baton-bot/baton/core/llmtest"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -21,7 +17,7 @@ import (
 func sendAll(t *testing.T, base string, bodies ...string) {
 	t.Helper()
 	for _, body := range bodies {
-		if status, b := do(t, sign(t, base, "/slack/events", body, time.Now(), "application/json")); status != 200 {
+		if status, b := do(t, slackfake.Sign(t, base, "/slack/events", body, time.Now(), "application/json")); status != 200 {
 			t.Fatalf("status %d: %s", status, b)
 		}
 	}
@@ -47,9 +43,10 @@ func handedMessages(t *testing.T, svc *recorder, n int) []chat.Message {
 // blocks alone is read from its blocks. The original stays beside it.
 func TestTextForTheModel(t *testing.T) {
 	svc := &recorder{}
-	f := newFakeSlack(t)
-	f.users["U1"], f.users["U2"] = "alice", "bob"
-	f.users["U3"] = "" // no display name: the real name
+	f := slackfake.NewServer(t)
+	f.SetUser("U1", "alice")
+	f.SetUser("U2", "bob")
+	f.SetUser("U3", "") // no display name: the real name
 	_, base := startHTTP(t, svc, f, Config{Workers: 1})
 	const mention = "<@UBATON> ask <@U2>, <@U3> and <@U404> in <#C9|ops> <!here> <!subteam^S1|@oncall>: " +
 		"see <https://e.test/a?b=1&amp;c=2|the doc> &amp; fix &lt;b&gt;"
@@ -70,8 +67,8 @@ func TestTextForTheModel(t *testing.T) {
 		}},
 	}}}
 	sendAll(t, base,
-		mentionEvent("Ev1", "U1", mention, "1700000000.000100", ""),
-		callback("Ev2", map[string]any{"type": "message", "user": "U2", "text": "", "blocks": blocks, "ts": "1700000000.000200",
+		slackfake.MentionEvent("Ev1", "U1", mention, "1700000000.000100", ""),
+		slackfake.Callback("Ev2", map[string]any{"type": "message", "user": "U2", "text": "", "blocks": blocks, "ts": "1700000000.000200",
 			"channel": "C1", "channel_type": "channel", "thread_ts": "1700000000.000100"}),
 	)
 	got := handedMessages(t, svc, 2)
@@ -89,7 +86,7 @@ func TestTextForTheModel(t *testing.T) {
 	if diff := cmp.Diff(want, got, ignoreAt); diff != "" {
 		t.Errorf("messages (-want +got):\n%s", diff)
 	}
-	if calls := f.recorded("chat.postEphemeral", "chat.postMessage"); len(calls) != 0 {
+	if calls := f.Recorded("chat.postEphemeral", "chat.postMessage"); len(calls) != 0 {
 		t.Errorf("the unknown user was reported to someone: %+v", calls)
 	}
 }
@@ -98,8 +95,10 @@ func TestTextForTheModel(t *testing.T) {
 // calls; names already known cost none.
 func TestManyMentionsBoundLookups(t *testing.T) {
 	svc := &recorder{}
-	f := newFakeSlack(t)
-	f.users["U1"], f.users["U2"], f.users["U0000001"] = "alice", "bob", "first"
+	f := slackfake.NewServer(t)
+	f.SetUser("U1", "alice")
+	f.SetUser("U2", "bob")
+	f.SetUser("U0000001", "first")
 	_, base := startHTTP(t, svc, f, Config{Workers: 1})
 	var b strings.Builder
 	b.WriteString("<@UBATON> ")
@@ -110,11 +109,9 @@ func TestManyMentionsBoundLookups(t *testing.T) {
 		fmt.Fprintf(&b, "<@U%07d> ", i)
 	}
 	text := b.String()
-	sendAll(t, base, mentionEvent("Ev1", "U1", text, "1700000000.000100", ""))
+	sendAll(t, base, slackfake.MentionEvent("Ev1", "U1", text, "1700000000.000100", ""))
 	got := handedMessages(t, svc, 1)[0].Text
-	f.mu.Lock()
-	calls := f.userCalls
-	f.mu.Unlock()
+	calls := f.UserCalls()
 	if calls > maxLookups {
 		t.Errorf("%d users.info calls for one message, want at most %d", calls, maxLookups)
 	}
@@ -127,11 +124,9 @@ func TestManyMentionsBoundLookups(t *testing.T) {
 
 	// The same people again: the names and the failures are cached, and
 	// the next people not asked yet get at most the same budget.
-	sendAll(t, base, mentionEvent("Ev2", "U1", text, "1700000000.000200", ""))
+	sendAll(t, base, slackfake.MentionEvent("Ev2", "U1", text, "1700000000.000200", ""))
 	handedMessages(t, svc, 2)
-	f.mu.Lock()
-	again := f.userCalls - calls
-	f.mu.Unlock()
+	again := f.UserCalls() - calls
 	if again > maxLookups {
 		t.Errorf("%d more users.info calls for the repeat, want at most %d", again, maxLookups)
 	}
@@ -141,63 +136,29 @@ func TestManyMentionsBoundLookups(t *testing.T) {
 // task or becomes a comment.
 func TestSlackbotAndNoticesIgnored(t *testing.T) {
 	svc := &recorder{}
-	_, base := startHTTP(t, svc, newFakeSlack(t), Config{Workers: 1})
+	_, base := startHTTP(t, svc, slackfake.NewServer(t), Config{Workers: 1})
 	const root = "1700000000.000100"
 	sendAll(t, base,
 		// A reminder set with /remind, posted by Slackbot, mentioning the bot.
-		mentionEvent("Ev1", "USLACKBOT", "Reminder: <@UBATON> deploy staging.", "1700000000.000200", ""),
-		callback("Ev2", map[string]any{"type": "message", "user": "USLACKBOT", "text": "Reminder: <@UBATON> deploy staging.",
+		slackfake.MentionEvent("Ev1", "USLACKBOT", "Reminder: <@UBATON> deploy staging.", "1700000000.000200", ""),
+		slackfake.Callback("Ev2", map[string]any{"type": "message", "user": "USLACKBOT", "text": "Reminder: <@UBATON> deploy staging.",
 			"ts": "1700000000.000200", "channel": "C1", "channel_type": "channel"}),
 		// Slackbot in the bot's direct messages.
-		callback("Ev3", map[string]any{"type": "message", "user": "USLACKBOT", "text": "You have been added to #ops",
+		slackfake.Callback("Ev3", map[string]any{"type": "message", "user": "USLACKBOT", "text": "You have been added to #ops",
 			"ts": "1700000000.000300", "channel": "D1", "channel_type": "im"}),
 		// Notices: the bot and a person joining, a topic set, in a thread.
-		callback("Ev4", map[string]any{"type": "message", "subtype": "channel_join", "user": "UBATON", "text": "<@UBATON> has joined the channel",
+		slackfake.Callback("Ev4", map[string]any{"type": "message", "subtype": "channel_join", "user": "UBATON", "text": "<@UBATON> has joined the channel",
 			"ts": "1700000000.000400", "channel": "C1", "channel_type": "channel"}),
-		callback("Ev5", map[string]any{"type": "message", "subtype": "channel_join", "user": "U2", "text": "<@U2> has joined the channel",
+		slackfake.Callback("Ev5", map[string]any{"type": "message", "subtype": "channel_join", "user": "U2", "text": "<@U2> has joined the channel",
 			"ts": "1700000000.000500", "channel": "C1", "channel_type": "channel", "thread_ts": root}),
-		callback("Ev6", map[string]any{"type": "message", "subtype": "channel_topic", "user": "U2", "text": "<@U2> set the channel topic: <@UBATON> rocks",
+		slackfake.Callback("Ev6", map[string]any{"type": "message", "subtype": "channel_topic", "user": "U2", "text": "<@U2> set the channel topic: <@UBATON> rocks",
 			"topic": "<@UBATON> rocks", "ts": "1700000000.000600", "channel": "C1", "channel_type": "channel"}),
 		// A person, last: once it is handed over, the rest were dropped.
-		mentionEvent("Ev7", "U1", "<@UBATON> hello", "1700000000.000700", ""),
+		slackfake.MentionEvent("Ev7", "U1", "<@UBATON> hello", "1700000000.000700", ""),
 	)
 	got := handedMessages(t, svc, 1)
 	if len(got) != 1 || got[0].EventID != "Ev7" {
 		t.Errorf("handed over %+v, want only the person's message", got)
-	}
-}
-
-// A file shared through Slack Connect arrives as a stub without links:
-// files.info is asked for it, and the file is downloaded; when files.info
-// fails too, the thread hears why and the request still runs.
-func TestSlackConnectFileStub(t *testing.T) {
-	w := newWorld(t)
-	w.sys.LLM.Script(llmtest.Transition("COMPLETE", "Read it."))
-	w.slack.mu.Lock()
-	w.slack.fileInfo["F9"] = map[string]any{"id": "F9", "name": "shared.txt", "size": 21, "file_access": "visible",
-		"url_private": w.slack.url() + "download/shared.txt", "url_private_download": w.slack.url() + "download/shared.txt"}
-	w.slack.mu.Unlock()
-	const root = "1700000000.000100"
-	stub := func(id string) map[string]any {
-		return map[string]any{"id": id, "mode": "file_access", "file_access": "check_file_info", "created": 0, "timestamp": 0, "user": ""}
-	}
-	ev := map[string]any{"type": "app_mention", "user": "U1", "text": "<@UBATON> read these", "ts": root, "channel": "C1", "event_ts": root,
-		"files": []any{stub("F9"), stub("F10")}}
-	w.send(callback("Ev1", ev), "")
-	w.waitJob(root, core.JobSucceeded)
-	task, err := w.sys.Store.TaskByThread(context.Background(), thread(root))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(filepath.Join(task.Workspace, "input", "shared.txt"))
-	if err != nil || string(b) != "content of shared.txt" {
-		t.Errorf("input/shared.txt = %q, %v; want the file files.info pointed to", b, err)
-	}
-	posts := w.waitPost("C1", root, "I could not take the file F10")
-	for _, p := range posts {
-		if strings.Contains(p, "shared.txt") {
-			t.Errorf("the thread heard about the file that worked: %q", p)
-		}
 	}
 }
 
@@ -206,12 +167,12 @@ func TestSlackConnectFileStub(t *testing.T) {
 // runs.
 func TestOtherSlashCommand(t *testing.T) {
 	form := func(cmd, text string) string {
-		return url.Values{"team_id": {team}, "channel_id": {"C1"}, "user_id": {"U1"}, "user_name": {"alice"},
+		return url.Values{"team_id": {slackfake.Team}, "channel_id": {"C1"}, "user_id": {"U1"}, "user_name": {"alice"},
 			"command": {cmd}, "text": {text}, "response_url": {""}}.Encode()
 	}
 	answer := func(t *testing.T, base, body string) string {
 		t.Helper()
-		status, b := do(t, sign(t, base, "/slack/commands", body, time.Now(), "application/x-www-form-urlencoded"))
+		status, b := do(t, slackfake.Sign(t, base, "/slack/commands", body, time.Now(), "application/x-www-form-urlencoded"))
 		var got map[string]string
 		if err := json.Unmarshal([]byte(b), &got); status != 200 || err != nil || got["response_type"] != "ephemeral" {
 			t.Fatalf("status %d, body %s: %v", status, b, err)
@@ -230,7 +191,7 @@ func TestOtherSlashCommand(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			svc := &recorder{reply: chat.Reply{Text: "ok"}}
-			_, base := startHTTP(t, svc, newFakeSlack(t), Config{Command: tt.command, Locale: tt.locale})
+			_, base := startHTTP(t, svc, slackfake.NewServer(t), Config{Command: tt.command, Locale: tt.locale})
 			if got := answer(t, base, form(tt.sent, "status")); got != tt.want {
 				t.Errorf("answer = %q, want %q", got, tt.want)
 			}

@@ -8,13 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/baton-bot/baton/adapters/slack/slackfake"
 	"github.com/baton-bot/baton/core"
 	"github.com/baton-bot/baton/core/chat"
 	"github.com/google/go-cmp/cmp"
 )
 
 func thread(ts string) core.ThreadRef {
-	return core.ThreadRef{Platform: core.PlatformSlack, Team: team, Channel: "C1", Thread: ts}
+	return core.ThreadRef{Platform: core.PlatformSlack, Team: slackfake.Team, Channel: "C1", Thread: ts}
 }
 
 func TestPosterPost(t *testing.T) {
@@ -22,17 +23,17 @@ func TestPosterPost(t *testing.T) {
 		name   string
 		thread core.ThreadRef
 		text   string
-		want   []call
+		want   []slackfake.Call
 	}{
 		{"in the thread, rendered, no pings", thread("1700000000.000100"), "**Done** <!channel> & @here",
-			[]call{{Method: "chat.postMessage", Channel: "C1", ThreadTS: "1700000000.000100", Text: "*Done* @\u200bchannel &amp; @\u200bhere", Parse: "none", LinkNames: "false"}}},
-		{"a direct-message channel is one thread", core.ThreadRef{Platform: core.PlatformSlack, Team: team, Channel: "D1", Thread: "D1"}, "hi",
-			[]call{{Method: "chat.postMessage", Channel: "D1", Text: "hi", Parse: "none", LinkNames: "false"}}},
+			[]slackfake.Call{{Method: "chat.postMessage", Channel: "C1", ThreadTS: "1700000000.000100", Text: "*Done* @\u200bchannel &amp; @\u200bhere", Parse: "none", LinkNames: "false"}}},
+		{"a direct-message channel is one thread", core.ThreadRef{Platform: core.PlatformSlack, Team: slackfake.Team, Channel: "D1", Thread: "D1"}, "hi",
+			[]slackfake.Call{{Method: "chat.postMessage", Channel: "D1", Text: "hi", Parse: "none", LinkNames: "false"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFakeSlack(t)
-			p := NewPoster(Config{BotToken: "xoxb-test", APIURL: f.url()})
+			f := slackfake.NewServer(t)
+			p := NewPoster(Config{BotToken: slackfake.BotToken, APIURL: f.URL()})
 			id, err := p.Post(context.Background(), tt.thread, tt.text)
 			if err != nil {
 				t.Fatal(err)
@@ -40,7 +41,7 @@ func TestPosterPost(t *testing.T) {
 			if id == "" {
 				t.Error("Post returned no ts")
 			}
-			if diff := cmp.Diff(tt.want, f.recorded()); diff != "" {
+			if diff := cmp.Diff(tt.want, f.Recorded()); diff != "" {
 				t.Errorf("calls (-want +got):\n%s", diff)
 			}
 		})
@@ -49,13 +50,13 @@ func TestPosterPost(t *testing.T) {
 
 func TestPosterPostLongRendering(t *testing.T) {
 	// 2,900 characters of Markdown that escaping makes longer than 3,000.
-	f := newFakeSlack(t)
-	p := NewPoster(Config{BotToken: "xoxb-test", APIURL: f.url()})
+	f := slackfake.NewServer(t)
+	p := NewPoster(Config{BotToken: slackfake.BotToken, APIURL: f.URL()})
 	text := strings.Repeat("a < b\n", 2900/6)
 	if _, err := p.Post(context.Background(), thread("1.1"), text); err != nil {
 		t.Fatal(err)
 	}
-	posts := f.recorded("chat.postMessage")
+	posts := f.Recorded("chat.postMessage")
 	if len(posts) < 2 {
 		t.Fatalf("got %d posts, want the rendered text split", len(posts))
 	}
@@ -67,8 +68,8 @@ func TestPosterPostLongRendering(t *testing.T) {
 }
 
 func TestPosterUpdateAndReact(t *testing.T) {
-	f := newFakeSlack(t)
-	p := NewPoster(Config{BotToken: "xoxb-test", APIURL: f.url()})
+	f := slackfake.NewServer(t)
+	p := NewPoster(Config{BotToken: slackfake.BotToken, APIURL: f.URL()})
 	ctx := context.Background()
 	long := strings.Repeat("é", 3000) // 6,000 bytes
 	if err := p.Update(ctx, thread("1.1"), "1.2", long); err != nil {
@@ -80,41 +81,39 @@ func TestPosterUpdateAndReact(t *testing.T) {
 	if err := p.React(ctx, thread("1.1"), "1.1", "eyes", true); err != nil {
 		t.Fatal(err)
 	}
-	f.setFail("reactions.add", "already_reacted")
-	f.setFail("reactions.remove", "no_reaction")
+	f.Fail("reactions.add", "already_reacted")
+	f.Fail("reactions.remove", "no_reaction")
 	if err := p.React(ctx, thread("1.1"), "1.1", "eyes", false); err != nil {
 		t.Errorf("already_reacted: %v, want success", err)
 	}
 	if err := p.React(ctx, thread("1.1"), "1.1", "eyes", true); err != nil {
 		t.Errorf("no_reaction: %v, want success", err)
 	}
-	got := f.recorded()
+	got := f.Recorded()
 	if len(got[0].Text) > 3800 || got[0].Method != "chat.update" || got[0].TS != "1.2" {
 		t.Errorf("update = %s ts %s with %d bytes, want chat.update of 1.2 within 3,800 bytes", got[0].Method, got[0].TS, len(got[0].Text))
 	}
-	want := []call{{Method: "reactions.add", Channel: "C1", TS: "1.1", Name: "eyes"}, {Method: "reactions.remove", Channel: "C1", TS: "1.1", Name: "eyes"}}
+	want := []slackfake.Call{{Method: "reactions.add", Channel: "C1", TS: "1.1", Name: "eyes"}, {Method: "reactions.remove", Channel: "C1", TS: "1.1", Name: "eyes"}}
 	if diff := cmp.Diff(want, got[1:]); diff != "" {
 		t.Errorf("reactions (-want +got):\n%s", diff)
 	}
 }
 
 func TestPosterUpload(t *testing.T) {
-	f := newFakeSlack(t)
-	p := NewPoster(Config{BotToken: "xoxb-test", APIURL: f.url()})
+	f := slackfake.NewServer(t)
+	p := NewPoster(Config{BotToken: slackfake.BotToken, APIURL: f.URL()})
 	content := "# report\n" + strings.Repeat("line\n", 100)
 	id, err := p.Upload(context.Background(), thread("1.1"), "report.md", strings.NewReader(content), int64(len(content)), "Here it is <!here>")
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := f.recorded("files.completeUploadExternal")
-	want := []call{{Method: "files.completeUploadExternal", Channel: "C1", ThreadTS: "1.1", Text: "Here it is @\u200bhere", Name: id}}
+	got := f.Recorded("files.completeUploadExternal")
+	want := []slackfake.Call{{Method: "files.completeUploadExternal", Channel: "C1", ThreadTS: "1.1", Text: "Here it is @\u200bhere", Name: id}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("complete (-want +got):\n%s", diff)
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.files[id] == nil || string(f.files[id]) != content {
-		t.Errorf("uploaded %q, want the file's content", f.files[id])
+	if got := f.File(id); got != content {
+		t.Errorf("uploaded %q, want the file's content", got)
 	}
 }
 
@@ -136,15 +135,13 @@ func TestPosterErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFakeSlack(t)
+			f := slackfake.NewServer(t)
 			if tt.code == "" {
-				f.mu.Lock()
-				f.limit["chat.postMessage"] = 1
-				f.mu.Unlock()
+				f.RateLimit("chat.postMessage", 1)
 			} else {
-				f.setFail("chat.postMessage", tt.code)
+				f.Fail("chat.postMessage", tt.code)
 			}
-			p := NewPoster(Config{BotToken: "xoxb-test", APIURL: f.url()})
+			p := NewPoster(Config{BotToken: slackfake.BotToken, APIURL: f.URL()})
 			_, err := p.Post(context.Background(), thread("1.1"), "hi")
 			if err == nil {
 				t.Fatal("Post succeeded")
@@ -189,16 +186,16 @@ func refusingText() (string, []string) {
 func TestPosterRefusedAsTooLong(t *testing.T) {
 	text, marks := refusingText()
 	t.Run("halved until it passes", func(t *testing.T) {
-		f := newFakeSlack(t)
-		f.maxText["chat.postMessage"] = 1000
-		p := NewPoster(Config{BotToken: "xoxb-test", APIURL: f.url()})
+		f := slackfake.NewServer(t)
+		f.MaxText("chat.postMessage", 1000)
+		p := NewPoster(Config{BotToken: slackfake.BotToken, APIURL: f.URL()})
 		id, err := p.Post(context.Background(), thread("1.1"), text)
 		if err != nil {
 			t.Fatal(err)
 		}
-		posts := f.recorded("chat.postMessage")
-		if f.refusals() == 0 || len(posts) < 3 || id == "" {
-			t.Fatalf("%d refused, %d posted, id %q: want refusals, then at least 3 posts", f.refusals(), len(posts), id)
+		posts := f.Recorded("chat.postMessage")
+		if f.Refusals() == 0 || len(posts) < 3 || id == "" {
+			t.Fatalf("%d refused, %d posted, id %q: want refusals, then at least 3 posts", f.Refusals(), len(posts), id)
 		}
 		var all strings.Builder
 		for i, c := range posts {
@@ -221,45 +218,45 @@ func TestPosterRefusedAsTooLong(t *testing.T) {
 			}
 			at += i
 		}
-		if n := len(f.recorded("files.completeUploadExternal")); n != 0 {
+		if n := len(f.Recorded("files.completeUploadExternal")); n != 0 {
 			t.Errorf("%d uploads, want none", n)
 		}
 	})
 	t.Run("refused in any size: a file", func(t *testing.T) {
-		f := newFakeSlack(t)
-		f.maxText["chat.postMessage"] = 100
-		p := NewPoster(Config{BotToken: "xoxb-test", APIURL: f.url()})
+		f := slackfake.NewServer(t)
+		f.MaxText("chat.postMessage", 100)
+		p := NewPoster(Config{BotToken: slackfake.BotToken, APIURL: f.URL()})
 		id, err := p.Post(context.Background(), thread("1.1"), text)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n := len(f.recorded("chat.postMessage")); n != 0 {
+		if n := len(f.Recorded("chat.postMessage")); n != 0 {
 			t.Errorf("%d posts, want none", n)
 		}
-		ups := f.recorded("files.completeUploadExternal")
+		ups := f.Recorded("files.completeUploadExternal")
 		if len(ups) != 1 || ups[0].ThreadTS != "1.1" || ups[0].Name != id {
 			t.Fatalf("uploads %+v (id %q), want one file in thread 1.1", ups, id)
 		}
-		if got := f.file(id); got != text {
+		if got := f.File(id); got != text {
 			t.Errorf("the file holds %.100q…, want the Markdown text", got)
 		}
 	})
 	t.Run("edit cut until it passes", func(t *testing.T) {
-		f := newFakeSlack(t)
-		f.maxText["chat.update"] = 1000
-		p := NewPoster(Config{BotToken: "xoxb-test", APIURL: f.url()})
+		f := slackfake.NewServer(t)
+		f.MaxText("chat.update", 1000)
+		p := NewPoster(Config{BotToken: slackfake.BotToken, APIURL: f.URL()})
 		if err := p.Update(context.Background(), thread("1.1"), "1.2", text); err != nil {
 			t.Fatal(err)
 		}
-		ups := f.recorded("chat.update")
-		if f.refusals() == 0 || len(ups) != 1 || len(ups[0].Text) > 1000 || !strings.HasPrefix(ups[0].Text, "paragraph-00") {
-			t.Errorf("%d refused, edits %+v: want refusals, then one edit of the text's start within 1,000 bytes", f.refusals(), ups)
+		ups := f.Recorded("chat.update")
+		if f.Refusals() == 0 || len(ups) != 1 || len(ups[0].Text) > 1000 || !strings.HasPrefix(ups[0].Text, "paragraph-00") {
+			t.Errorf("%d refused, edits %+v: want refusals, then one edit of the text's start within 1,000 bytes", f.Refusals(), ups)
 		}
 	})
 	t.Run("edit refused in any size", func(t *testing.T) {
-		f := newFakeSlack(t)
-		f.maxText["chat.update"] = 100
-		p := NewPoster(Config{BotToken: "xoxb-test", APIURL: f.url()})
+		f := slackfake.NewServer(t)
+		f.MaxText("chat.update", 100)
+		p := NewPoster(Config{BotToken: slackfake.BotToken, APIURL: f.URL()})
 		err := p.Update(context.Background(), thread("1.1"), "1.2", text)
 		if !errors.Is(err, chat.ErrPermanent) || !strings.Contains(err.Error(), "longer than Slack accepts") {
 			t.Errorf("err = %v, want a permanent error saying the text is too long", err)

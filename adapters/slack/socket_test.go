@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/baton-bot/baton/adapters/slack/slackfake"
 	"github.com/baton-bot/baton/core/chat"
 	"github.com/google/go-cmp/cmp"
 	"github.com/gorilla/websocket"
@@ -35,7 +36,7 @@ func (s *socketFake) bind(c slacktest.Customize) {
 		s.auth = append(s.auth, r.Header.Get("Authorization"))
 		s.mu.Unlock()
 		base := r.Context().Value(slacktest.ServerURLContextKey).(string)
-		writeJSONT(w, map[string]any{"ok": true, "url": "ws" + strings.TrimPrefix(base, "http") + "socket"})
+		slackfake.WriteJSON(w, map[string]any{"ok": true, "url": "ws" + strings.TrimPrefix(base, "http") + "socket"})
 	})
 	// slack-go sends Origin: https://api.slack.com.
 	up := websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }}
@@ -91,17 +92,17 @@ func TestSocketMode(t *testing.T) {
 	s := &socketFake{t: t}
 	s.scripts = []func(*websocket.Conn){
 		func(c *websocket.Conn) {
-			s.envelope(c, "env-1", 0, mentionEvent("Ev1", "U1", "<@UBATON> hello", root, ""))
-			s.envelope(c, "env-2", 1, mentionEvent("Ev1", "U1", "<@UBATON> hello", root, ""))
+			s.envelope(c, "env-1", 0, slackfake.MentionEvent("Ev1", "U1", "<@UBATON> hello", root, ""))
+			s.envelope(c, "env-2", 1, slackfake.MentionEvent("Ev1", "U1", "<@UBATON> hello", root, ""))
 			_ = c.WriteJSON(map[string]any{"type": "disconnect", "reason": "refresh_requested"})
 		},
 		func(c *websocket.Conn) {
-			s.envelope(c, "env-3", 0, messageEvent("Ev2", "U1", "more", "1700000000.000200", root))
+			s.envelope(c, "env-3", 0, slackfake.MessageEvent("Ev2", "U1", "more", "1700000000.000200", root))
 		},
 	}
-	f := newFakeSlack(t, s.bind)
+	f := slackfake.NewServer(t, s.bind)
 	svc := &recorder{}
-	a, err := New(svc, Config{Inbox: newInbox(t), Mode: ModeSocket, BotToken: "xoxb-test", AppToken: "xapp-test", APIURL: f.url(), Logger: testLogger(t)})
+	a, err := New(svc, Config{Inbox: newInbox(t), Mode: ModeSocket, BotToken: slackfake.BotToken, AppToken: "xapp-test", APIURL: f.URL(), Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package api_test
+package e2e_test
 
 import (
 	"context"
@@ -13,22 +13,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/baton-bot/baton/adapters/api"
 	"github.com/baton-bot/baton/core"
 	"github.com/baton-bot/baton/core/chat"
-	"github.com/baton-bot/baton/core/chat/chattest"
 	"github.com/baton-bot/baton/core/llmtest"
 	"github.com/baton-bot/baton/core/sqlite"
+	"github.com/google/go-cmp/cmp"
 )
 
-const token = "s3cret-token"
+const apiToken = "s3cret-token"
 
-// world is the whole system in-process behind the task API served over
+// apiWorld is the whole system in-process behind the task API served over
 // real HTTP: store, in-process queue, a worker pool running the engine
 // against the scripted LLM server.
-type world struct {
+type apiWorld struct {
 	t      testing.TB
 	llm    *llmtest.Server
 	store  *sqlite.Store
@@ -39,26 +37,26 @@ type world struct {
 	bodies []string // every response body, to check what the API gives away
 }
 
-type setup struct {
+type apiSetup struct {
 	access  chat.Access
 	token   string
 	maxBody int64
 }
 
-func newWorld(t testing.TB, s setup) *world {
+func newAPIWorld(t testing.TB, s apiSetup) *apiWorld {
 	t.Helper()
-	sys := chattest.Start(t, chattest.Options{Access: s.access})
+	sys := startStack(t, stackOptions{Access: s.access})
 	svc, st, srv, wsRoot := sys.Service, sys.Store, sys.LLM, sys.WorkspaceRoot
 	a := api.New(svc, st, api.Config{Token: s.token, MaxBody: s.maxBody})
 	hs := httptest.NewServer(a.Handler())
 	t.Cleanup(hs.Close)
-	w := &world{t: t, llm: srv, store: st, url: hs.URL, wsRoot: wsRoot}
+	w := &apiWorld{t: t, llm: srv, store: st, url: hs.URL, wsRoot: wsRoot}
 	t.Cleanup(w.checkNoPaths)
 	return w
 }
 
-// response is one HTTP answer, its body decoded as JSON.
-type response struct {
+// apiResponse is one HTTP answer, its body decoded as JSON.
+type apiResponse struct {
 	Status int
 	Header http.Header
 	Body   map[string]any
@@ -66,7 +64,7 @@ type response struct {
 }
 
 // do sends a request with the bearer token auth ("" for none).
-func (w *world) do(method, path, auth, body string) response {
+func (w *apiWorld) do(method, path, auth, body string) apiResponse {
 	w.t.Helper()
 	req, err := http.NewRequest(method, w.url+path, strings.NewReader(body))
 	if err != nil {
@@ -81,7 +79,7 @@ func (w *world) do(method, path, auth, body string) response {
 	return w.send(req)
 }
 
-func (w *world) send(req *http.Request) response {
+func (w *apiWorld) send(req *http.Request) apiResponse {
 	w.t.Helper()
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -95,7 +93,7 @@ func (w *world) send(req *http.Request) response {
 	w.mu.Lock()
 	w.bodies = append(w.bodies, string(raw))
 	w.mu.Unlock()
-	r := response{Status: res.StatusCode, Header: res.Header, Raw: string(raw)}
+	r := apiResponse{Status: res.StatusCode, Header: res.Header, Raw: string(raw)}
 	if req.Method != http.MethodHead {
 		if ct := res.Header.Get("Content-Type"); ct != "application/json" {
 			w.t.Errorf("%s %s: Content-Type %q, want application/json", req.Method, req.URL.Path, ct)
@@ -108,7 +106,7 @@ func (w *world) send(req *http.Request) response {
 }
 
 // checkNoPaths fails when any response gave away the workspace root.
-func (w *world) checkNoPaths() {
+func (w *apiWorld) checkNoPaths() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, b := range w.bodies {
@@ -119,20 +117,20 @@ func (w *world) checkNoPaths() {
 }
 
 // create posts a new task and returns its id.
-func (w *world) create(body string) int64 {
+func (w *apiWorld) create(body string) int64 {
 	w.t.Helper()
-	r := w.do("POST", "/api/tasks", token, body)
+	r := w.do("POST", "/api/tasks", apiToken, body)
 	if r.Status != http.StatusCreated {
 		w.t.Fatalf("create: status %d: %s", r.Status, r.Raw)
 	}
-	id := taskID(w.t, r)
-	if loc := r.Header.Get("Location"); loc != "/api/tasks/"+itoa(id) {
+	id := apiTaskID(w.t, r)
+	if loc := r.Header.Get("Location"); loc != "/api/tasks/"+apiItoa(id) {
 		w.t.Errorf("Location = %q", loc)
 	}
 	return id
 }
 
-func taskID(t testing.TB, r response) int64 {
+func apiTaskID(t testing.TB, r apiResponse) int64 {
 	t.Helper()
 	task, _ := r.Body["task"].(map[string]any)
 	id, _ := task["id"].(float64)
@@ -142,12 +140,10 @@ func taskID(t testing.TB, r response) int64 {
 	return int64(id)
 }
 
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+func apiItoa(n int64) string { return strconv.FormatInt(n, 10) }
 
-func mustJSON(v any) string { b, _ := json.Marshal(v); return string(b) }
-
-// view is the decoded GET /api/tasks/{id}.
-type view struct {
+// apiView is the decoded GET /api/tasks/{id}.
+type apiView struct {
 	Task struct {
 		ID        int64  `json:"id"`
 		Title     string `json:"title"`
@@ -174,13 +170,13 @@ type view struct {
 	Message string `json:"message"`
 }
 
-func (w *world) get(id int64) view {
+func (w *apiWorld) get(id int64) apiView {
 	w.t.Helper()
-	r := w.do("GET", "/api/tasks/"+itoa(id), token, "")
+	r := w.do("GET", "/api/tasks/"+apiItoa(id), apiToken, "")
 	if r.Status != http.StatusOK {
 		w.t.Fatalf("GET task %d: status %d: %s", id, r.Status, r.Raw)
 	}
-	var v view
+	var v apiView
 	if err := json.Unmarshal([]byte(r.Raw), &v); err != nil {
 		w.t.Fatal(err)
 	}
@@ -188,7 +184,7 @@ func (w *world) get(id int64) view {
 }
 
 // waitJob polls GET until the task's latest job is in state.
-func (w *world) waitJob(id int64, state string) view {
+func (w *apiWorld) waitJob(id int64, state string) apiView {
 	w.t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
@@ -203,18 +199,18 @@ func (w *world) waitJob(id int64, state string) view {
 	}
 }
 
-type comment struct{ Role, Author, Text string }
+type apiComment struct{ Role, Author, Text string }
 
-func comments(v view) []comment {
-	var out []comment
+func apiComments(v apiView) []apiComment {
+	var out []apiComment
 	for _, c := range v.Comments {
-		out = append(out, comment{c.Role, c.Author, c.Text})
+		out = append(out, apiComment{c.Role, c.Author, c.Text})
 	}
 	return out
 }
 
-func TestCreateToAnswer(t *testing.T) {
-	w := newWorld(t, setup{token: token})
+func TestAPICreateToAnswer(t *testing.T) {
+	w := newAPIWorld(t, apiSetup{token: apiToken})
 	w.llm.Script(llmtest.Transition("COMPLETE", "The answer is 42.").WithUsage(120, 8))
 	id := w.create(`{"text": "What is the answer?", "author": "alice"}`)
 	v := w.waitJob(id, "succeeded")
@@ -229,11 +225,11 @@ func TestCreateToAnswer(t *testing.T) {
 	if j.Piece != "chat" || j.ResultSummary != "The answer is 42." || j.PromptTokens != 120 || j.MovementCount != 1 || j.FinishedAt == "" {
 		t.Errorf("job = %+v", j)
 	}
-	want := []comment{
+	want := []apiComment{
 		{"user", "api:alice", "What is the answer?"},
 		{"bot", "", "The answer is 42."},
 	}
-	got := comments(v)
+	got := apiComments(v)
 	if len(got) == 2 {
 		got[1].Author = "" // the bot's id is the engine's business
 	}
@@ -245,8 +241,8 @@ func TestCreateToAnswer(t *testing.T) {
 	}
 }
 
-func TestCreateWithPiece(t *testing.T) {
-	w := newWorld(t, setup{token: token})
+func TestAPICreateWithPiece(t *testing.T) {
+	w := newAPIWorld(t, apiSetup{token: apiToken})
 	w.llm.Script(llmtest.Transition("investigate", "planned"), llmtest.Transition("report", "found"), llmtest.Transition("COMPLETE", "researched"))
 	id := w.create(`{"text": "look into it", "piece": "research"}`)
 	v := w.waitJob(id, "succeeded")
@@ -257,14 +253,14 @@ func TestCreateWithPiece(t *testing.T) {
 		t.Errorf("owner = %q, want the default api:api", v.Task.Owner)
 	}
 
-	r := w.do("POST", "/api/tasks", token, `{"text": "do it", "piece": "nope"}`)
+	r := w.do("POST", "/api/tasks", apiToken, `{"text": "do it", "piece": "nope"}`)
 	if r.Status != http.StatusBadRequest || !strings.Contains(r.Body["error"].(string), "There is no piece `nope`") {
 		t.Errorf("unknown piece: %d %s", r.Status, r.Raw)
 	}
 }
 
-func TestAskAnsweredByComment(t *testing.T) {
-	w := newWorld(t, setup{token: token})
+func TestAPIAskAnsweredByComment(t *testing.T) {
+	w := newAPIWorld(t, apiSetup{token: apiToken})
 	w.llm.Script(llmtest.Transition("ASK", "need a year", "question", "Which year?"))
 	id := w.create(`{"text": "make the report", "author": "alice"}`)
 	waiting := w.waitJob(id, "waiting_human")
@@ -273,8 +269,8 @@ func TestAskAnsweredByComment(t *testing.T) {
 	}
 
 	w.llm.Script(llmtest.Transition("COMPLETE", "Report for 2025."))
-	r := w.do("POST", "/api/tasks/"+itoa(id)+"/comments", token, `{"text": "2025", "author": "alice"}`)
-	if r.Status != http.StatusAccepted || taskID(t, r) != id {
+	r := w.do("POST", "/api/tasks/"+apiItoa(id)+"/comments", apiToken, `{"text": "2025", "author": "alice"}`)
+	if r.Status != http.StatusAccepted || apiTaskID(t, r) != id {
 		t.Fatalf("comment: %d %s", r.Status, r.Raw)
 	}
 	done := w.waitJob(id, "succeeded")
@@ -288,14 +284,14 @@ func TestAskAnsweredByComment(t *testing.T) {
 	if user := reqs[1].Messages[1].Text(); !strings.Contains(user, "2025") {
 		t.Errorf("the answer is not in the resumed prompt:\n%s", user)
 	}
-	got := comments(done)
-	if len(got) != 4 || got[2] != (comment{"user", "api:alice", "2025"}) || got[3].Text != "Report for 2025." {
+	got := apiComments(done)
+	if len(got) != 4 || got[2] != (apiComment{"user", "api:alice", "2025"}) || got[3].Text != "Report for 2025." {
 		t.Errorf("comments = %+v", got)
 	}
 
 	// A comment on a finished task starts a follow-up job.
 	w.llm.Script(llmtest.Transition("COMPLETE", "Added a chart."))
-	if r := w.do("POST", "/api/tasks/"+itoa(id)+"/comments", token, `{"text": "add a chart"}`); r.Status != http.StatusAccepted {
+	if r := w.do("POST", "/api/tasks/"+apiItoa(id)+"/comments", apiToken, `{"text": "add a chart"}`); r.Status != http.StatusAccepted {
 		t.Fatalf("follow-up: %d %s", r.Status, r.Raw)
 	}
 	deadline := time.Now().Add(15 * time.Second)
@@ -314,14 +310,14 @@ func TestAskAnsweredByComment(t *testing.T) {
 	}
 }
 
-func TestAbortRunning(t *testing.T) {
-	w := newWorld(t, setup{token: token})
+func TestAPIAbortRunning(t *testing.T) {
+	w := newAPIWorld(t, apiSetup{token: apiToken})
 	// The model takes its time; the abort cuts the request short.
 	w.llm.Script(llmtest.Transition("COMPLETE", "too late").After(30 * time.Second))
 	id := w.create(`{"text": "a long job", "author": "alice"}`)
 	w.waitJob(id, "running")
 
-	r := w.do("POST", "/api/tasks/"+itoa(id)+"/abort", token, `{"author": "alice"}`)
+	r := w.do("POST", "/api/tasks/"+apiItoa(id)+"/abort", apiToken, `{"author": "alice"}`)
 	if r.Status != http.StatusAccepted || !strings.Contains(r.Body["message"].(string), "Stopping job") {
 		t.Fatalf("abort: %d %s", r.Status, r.Raw)
 	}
@@ -330,16 +326,16 @@ func TestAbortRunning(t *testing.T) {
 		t.Errorf("the job finished after the abort: %+v", v.Jobs[0])
 	}
 
-	r = w.do("POST", "/api/tasks/"+itoa(id)+"/abort", token, "")
+	r = w.do("POST", "/api/tasks/"+apiItoa(id)+"/abort", apiToken, "")
 	if r.Status != http.StatusConflict || !strings.Contains(r.Body["error"].(string), "Nothing is running") {
 		t.Errorf("second abort: %d %s", r.Status, r.Raw)
 	}
 }
 
-func TestAccessControl(t *testing.T) {
-	w := newWorld(t, setup{token: token, access: chat.Access{AllowedUsers: []string{"api:alice", "api:bob"}, AbortBy: "owner_and_admins"}})
+func TestAPIAccessControl(t *testing.T) {
+	w := newAPIWorld(t, apiSetup{token: apiToken, access: chat.Access{AllowedUsers: []string{"api:alice", "api:bob"}, AbortBy: "owner_and_admins"}})
 
-	r := w.do("POST", "/api/tasks", token, `{"text": "hello", "author": "mallory"}`)
+	r := w.do("POST", "/api/tasks", apiToken, `{"text": "hello", "author": "mallory"}`)
 	if r.Status != http.StatusForbidden || !strings.Contains(r.Body["error"].(string), "not allowed") {
 		t.Errorf("create by a stranger: %d %s", r.Status, r.Raw)
 	}
@@ -348,11 +344,11 @@ func TestAccessControl(t *testing.T) {
 	id := w.create(`{"text": "start", "author": "alice"}`)
 	w.waitJob(id, "waiting_human")
 
-	r = w.do("POST", "/api/tasks/"+itoa(id)+"/comments", token, `{"text": "x", "author": "mallory"}`)
+	r = w.do("POST", "/api/tasks/"+apiItoa(id)+"/comments", apiToken, `{"text": "x", "author": "mallory"}`)
 	if r.Status != http.StatusForbidden {
 		t.Errorf("comment by a stranger: %d %s", r.Status, r.Raw)
 	}
-	r = w.do("POST", "/api/tasks/"+itoa(id)+"/abort", token, `{"author": "bob"}`)
+	r = w.do("POST", "/api/tasks/"+apiItoa(id)+"/abort", apiToken, `{"author": "bob"}`)
 	if r.Status != http.StatusForbidden || !strings.Contains(r.Body["error"].(string), "Only the person who started") {
 		t.Errorf("abort by another user: %d %s", r.Status, r.Raw)
 	}
@@ -360,19 +356,19 @@ func TestAccessControl(t *testing.T) {
 	if v.Jobs[0].State != "waiting_human" || len(v.Comments) != 2 {
 		t.Errorf("a refused request changed the task: %+v", v)
 	}
-	r = w.do("POST", "/api/tasks/"+itoa(id)+"/abort", token, `{"author": "alice"}`)
+	r = w.do("POST", "/api/tasks/"+apiItoa(id)+"/abort", apiToken, `{"author": "alice"}`)
 	if r.Status != http.StatusAccepted {
 		t.Errorf("abort by the owner: %d %s", r.Status, r.Raw)
 	}
 	w.waitJob(id, "aborted")
 }
 
-func TestCommandComment(t *testing.T) {
-	w := newWorld(t, setup{token: token})
+func TestAPICommandComment(t *testing.T) {
+	w := newAPIWorld(t, apiSetup{token: apiToken})
 	w.llm.Script(llmtest.Transition("ASK", "q", "question", "Which?"))
 	id := w.create(`{"text": "start"}`)
 	w.waitJob(id, "waiting_human")
-	r := w.do("POST", "/api/tasks/"+itoa(id)+"/comments", token, `{"text": "!status"}`)
+	r := w.do("POST", "/api/tasks/"+apiItoa(id)+"/comments", apiToken, `{"text": "!status"}`)
 	if r.Status != http.StatusOK || !strings.Contains(r.Body["message"].(string), "waiting_human: piece chat") {
 		t.Errorf("!status: %d %s", r.Status, r.Raw)
 	}
@@ -381,16 +377,16 @@ func TestCommandComment(t *testing.T) {
 	}
 }
 
-func TestAuth(t *testing.T) {
-	w := newWorld(t, setup{token: token})
+func TestAPIAuth(t *testing.T) {
+	w := newAPIWorld(t, apiSetup{token: apiToken})
 	cases := []struct {
 		name, header string
 	}{
 		{"no header", ""},
 		{"wrong token", "Bearer nope"},
-		{"token prefix", "Bearer " + token[:4]},
-		{"another scheme", "Basic " + token},
-		{"no scheme", token},
+		{"token prefix", "Bearer " + apiToken[:4]},
+		{"another scheme", "Basic " + apiToken},
+		{"no scheme", apiToken},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -413,14 +409,14 @@ func TestAuth(t *testing.T) {
 	}
 	// The scheme's name is case-insensitive.
 	req, _ := http.NewRequest("GET", w.url+"/api/tasks/1", nil)
-	req.Header.Set("Authorization", "bearer "+token)
+	req.Header.Set("Authorization", "bearer "+apiToken)
 	if r := w.send(req); r.Status != http.StatusNotFound {
 		t.Errorf("lower-case scheme: %d %s", r.Status, r.Raw)
 	}
 }
 
-func TestDisabledWithoutToken(t *testing.T) {
-	w := newWorld(t, setup{})
+func TestAPIDisabledWithoutToken(t *testing.T) {
+	w := newAPIWorld(t, apiSetup{})
 	for _, route := range []struct{ method, path, auth string }{
 		{"POST", "/api/tasks", ""}, {"POST", "/api/tasks", "anything"}, {"GET", "/api/tasks/1", ""},
 		{"POST", "/api/tasks/1/comments", "x"}, {"POST", "/api/tasks/1/abort", ""},
@@ -432,18 +428,18 @@ func TestDisabledWithoutToken(t *testing.T) {
 	}
 }
 
-func TestBadRequests(t *testing.T) {
-	w := newWorld(t, setup{token: token, maxBody: 1024})
+func TestAPIBadRequests(t *testing.T) {
+	w := newAPIWorld(t, apiSetup{token: apiToken, maxBody: 1024})
 	w.llm.Script(llmtest.Transition("COMPLETE", "ok"))
 	n := w.create(`{"text": "hi"}`)
 	w.waitJob(n, "succeeded")
-	id := itoa(n)
+	id := apiItoa(n)
 	// A Slack task in the same store is not the API's.
 	slack, _, err := w.store.EnsureTask(context.Background(), core.Task{Thread: core.ThreadRef{Platform: core.PlatformSlack, Channel: "C1", Thread: "1.1"}, OwnerUser: "slack:U1", Title: "private"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	slackID := itoa(slack.ID)
+	slackID := apiItoa(slack.ID)
 
 	cases := []struct {
 		name, method, path, contentType, body string
@@ -489,7 +485,7 @@ func TestBadRequests(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			req, _ := http.NewRequest(tc.method, w.url+tc.path, strings.NewReader(tc.body))
-			req.Header.Set("Authorization", "Bearer "+token)
+			req.Header.Set("Authorization", "Bearer "+apiToken)
 			if tc.contentType != "" {
 				req.Header.Set("Content-Type", tc.contentType)
 			}
@@ -505,8 +501,8 @@ func TestBadRequests(t *testing.T) {
 	}
 }
 
-func TestWorkspaceHidden(t *testing.T) {
-	w := newWorld(t, setup{token: token})
+func TestAPIWorkspaceHidden(t *testing.T) {
+	w := newAPIWorld(t, apiSetup{token: apiToken})
 	// The agent quotes an absolute path in its answer.
 	w.llm.Handle(func(req llmtest.Request) llmtest.Step {
 		tasks, _ := w.store.Jobs(context.Background(), core.JobFilter{Limit: 1})
@@ -522,30 +518,4 @@ func TestWorkspaceHidden(t *testing.T) {
 		t.Errorf("answer comment = %q", got)
 	}
 	// checkNoPaths, at cleanup, looks at every body this test received.
-}
-
-func TestPoster(t *testing.T) {
-	ctx := context.Background()
-	var p api.Poster
-	th := core.ThreadRef{Platform: core.PlatformAPI, Channel: "api", Thread: "x"}
-	a, err := p.Post(ctx, th, "hello")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := p.Upload(ctx, th, "f.txt", strings.NewReader("data"), 4, "a file")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if a == "" || b == "" || a == b {
-		t.Errorf("message ids %q and %q, want two distinct ids", a, b)
-	}
-	if err := p.Update(ctx, th, a, "edited"); err != nil {
-		t.Error(err)
-	}
-	if err := p.React(ctx, th, a, "eyes", false); err != nil {
-		t.Error(err)
-	}
-	if l := p.Limits(); l.Post < 100_000 || l.MaxParts < 4 || l.Every != 0 {
-		t.Errorf("limits = %+v, want generous ones", l)
-	}
 }

@@ -1,4 +1,4 @@
-package api_test
+package e2e_test
 
 import (
 	"encoding/json"
@@ -10,10 +10,10 @@ import (
 	"github.com/baton-bot/baton/core/llmtest"
 )
 
-// FuzzTaskRequests: whatever body a client sends to the task API's
+// FuzzAPITaskRequests: whatever body a client sends to the task API's
 // endpoints that take one, the answer is a JSON object with a 2xx or 4xx
 // status, never a 5xx or a panic, and never a workspace path.
-func FuzzTaskRequests(f *testing.F) {
+func FuzzAPITaskRequests(f *testing.F) {
 	for _, seed := range []string{
 		`{"text":"hello"}`,
 		`{"text":"hello","piece":"research"}`,
@@ -30,19 +30,19 @@ func FuzzTaskRequests(f *testing.F) {
 		f.Add(uint8(0), seed)
 		f.Add(uint8(1), seed)
 	}
-	w := newWorld(f, setup{token: token})
+	w := newAPIWorld(f, apiSetup{token: apiToken})
 	w.llm.Handle(func(llmtest.Request) llmtest.Step { return llmtest.Transition("COMPLETE", "ok") })
 	id := w.create(`{"text":"the task the comments go to"}`)
 	f.Fuzz(func(t *testing.T, which uint8, body string) {
 		path := "/api/tasks"
 		if which%2 == 1 {
-			path = "/api/tasks/" + itoa(id) + "/comments"
+			path = "/api/tasks/" + apiItoa(id) + "/comments"
 		}
 		req, err := http.NewRequest(http.MethodPost, w.url+path, strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}
-		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Authorization", "Bearer "+apiToken)
 		req.Header.Set("Content-Type", "application/json")
 		res, err := http.DefaultClient.Do(req)
 		if err != nil {
