@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"os/exec"
 	"slices"
 	"strings"
@@ -20,21 +21,24 @@ type listedPackage struct {
 	Deps       []string
 }
 
-// goListDeps runs `go list -deps -json patterns…` from the module root and
-// returns every package it lists, by import path.
+// goListDeps runs `go list -test -deps -json patterns…` from the module root
+// and returns every package it lists, test variants included, by import
+// path. With -test, a package's tests appear as their own entries ("p
+// [p.test]", "p_test [p.test]", "p.test") whose Deps hold what the tests
+// import; owner maps each back to the package whose directory holds them.
 func goListDeps(t testing.TB, patterns ...string) map[string]listedPackage {
 	t.Helper()
 	goTool, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("go tool not on PATH; skipping the layout check")
 	}
-	cmd := exec.Command(goTool, append([]string{"list", "-deps", "-json"}, patterns...)...)
+	cmd := exec.Command(goTool, append([]string{"list", "-test", "-deps", "-json"}, patterns...)...)
 	cmd.Dir = ".."
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("go list -deps -json %s: %v\n%s", strings.Join(patterns, " "), err, stderr.String())
+		t.Fatalf("go list -test -deps -json %s: %v\n%s", strings.Join(patterns, " "), err, stderr.String())
 	}
 	pkgs := map[string]listedPackage{}
 	dec := json.NewDecoder(bytes.NewReader(out))
@@ -50,15 +54,46 @@ func goListDeps(t testing.TB, patterns ...string) map[string]listedPackage {
 	return pkgs
 }
 
+// owner returns the import path of the package whose directory holds the
+// listed package path: "p [q.test]" → p, "p_test" → p, "p.test" → p.
+func owner(path string) string {
+	if i := strings.Index(path, " ["); i >= 0 {
+		path = path[:i]
+	}
+	if p, ok := strings.CutSuffix(path, ".test"); ok {
+		return p
+	}
+	if p, ok := strings.CutSuffix(path, "_test"); ok {
+		return p
+	}
+	return path
+}
+
 func within(path, root string) bool {
+	path = owner(path)
 	return path == root || strings.HasPrefix(path, root+"/")
 }
 
-// TestLayout enforces the arrows of SPEC §2 and STYLE.md: the root package
-// core imports only the standard library, adapters never reach the queue
-// package, and nothing under core reaches an adapter.
+// adapter returns the adapter holding path ("…/adapters/slack" for
+// "…/adapters/slack/slackfake"), or "" outside adapters.
+func adapter(path string) string {
+	rest, ok := strings.CutPrefix(owner(path), module+"/adapters/")
+	if !ok {
+		return ""
+	}
+	name, _, _ := strings.Cut(rest, "/")
+	return module + "/adapters/" + name
+}
+
+// TestLayout enforces every "never" arrow of SPEC §2 and STYLE.md, the
+// imports of tests included: the root package core imports only the
+// standard library; core never reaches the queue, an adapter or bot;
+// adapters never reach the queue, bot or one another; the queue never
+// reaches an adapter or bot. Test support that needs a queue lives outside
+// core and adapters (bot/e2e).
 func TestLayout(t *testing.T) {
-	pkgs := goListDeps(t, module+"/core", module+"/core/...", module+"/adapters/...")
+	pkgs := goListDeps(t, module+"/...")
+	paths := slices.Sorted(maps.Keys(pkgs))
 
 	t.Run("core imports only the standard library", func(t *testing.T) {
 		core, ok := pkgs[module+"/core"]
@@ -76,19 +111,25 @@ func TestLayout(t *testing.T) {
 		name      string
 		from, not string
 	}{
-		{"adapters never import queue", module + "/adapters", module + "/queue"},
+		{"core never imports queue", module + "/core", module + "/queue"},
 		{"core never imports adapters", module + "/core", module + "/adapters"},
+		{"core never imports bot", module + "/core", module + "/bot"},
+		{"adapters never import queue", module + "/adapters", module + "/queue"},
+		{"adapters never import bot", module + "/adapters", module + "/bot"},
+		{"queue never imports adapters", module + "/queue", module + "/adapters"},
+		{"queue never imports bot", module + "/queue", module + "/bot"},
 	}
 	for _, r := range rules {
 		t.Run(r.name, func(t *testing.T) {
 			checked := 0
-			for path, p := range pkgs {
+			for _, path := range paths {
+				p := pkgs[path]
 				if !within(path, r.from) {
 					continue
 				}
 				checked++
 				if i := slices.IndexFunc(p.Deps, func(d string) bool { return within(d, r.not) }); i >= 0 {
-					t.Errorf("%s depends on %s (directly or through its imports)", path, p.Deps[i])
+					t.Errorf("%s depends on %s (directly, through its imports or in its tests)", path, p.Deps[i])
 				}
 			}
 			if checked == 0 {
@@ -96,4 +137,37 @@ func TestLayout(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("adapters never import one another", func(t *testing.T) {
+		checked := 0
+		for _, path := range paths {
+			p := pkgs[path]
+			from := adapter(path)
+			if from == "" {
+				continue
+			}
+			checked++
+			for _, d := range p.Deps {
+				if to := adapter(d); to != "" && to != from {
+					t.Errorf("%s depends on %s, another adapter", path, d)
+					break
+				}
+			}
+		}
+		if checked == 0 {
+			t.Fatal("no adapter listed")
+		}
+	})
+
+	t.Run("nothing imports bot", func(t *testing.T) {
+		for _, path := range paths {
+			p := pkgs[path]
+			if owner(path) == module+"/bot" {
+				continue // bot's own tests
+			}
+			if slices.Contains(p.Deps, module+"/bot") {
+				t.Errorf("%s imports %s/bot", path, module)
+			}
+		}
+	})
 }

@@ -89,7 +89,7 @@ type Finish struct {
 	// resumes from (the engine's, opaque to the store); see
 	// ApprovalStore.TakeCheckpoint.
 	Checkpoint string
-	AbortedBy      string // with To == aborted
+	AbortedBy  string // with To == aborted
 	// Children are created with the parent's transition to
 	// waiting_subtasks, in the same transaction.
 	Children []Job
