@@ -127,7 +127,7 @@ func (w *discordWorld) sayWith(channel, guild, user, content string, mention boo
 	return id
 }
 
-// threadPosts returns the texts the bot posted in channel.
+// posts returns the texts the bot posted in channel.
 func (w *discordWorld) posts(channel string) []string {
 	var out []string
 	for _, p := range w.f.Posts() {

@@ -125,8 +125,8 @@ type Channel struct {
 	Name     string `json:"name,omitempty"`
 }
 
-// New starts a fake Discord, closed by t.Cleanup. Requests it cannot read
-// fail t.
+// New starts a fake Discord, closed by t.Cleanup. A gateway client that
+// does not identify first fails t.
 func New(t testing.TB) *Server {
 	t.Helper()
 	f := &Server{t: t, channels: map[string]Channel{
