@@ -3,11 +3,13 @@ package discord
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/baton-bot/baton/adapters/discord/discordfake"
 	"github.com/baton-bot/baton/core/chat"
 )
 
@@ -29,21 +31,11 @@ func (s *commandService) HandleCommand(ctx context.Context, c chat.Command) (cha
 
 // runCommandAdapter runs an adapter over svc on a fake Discord and sends
 // it /baton abort in a DM as interaction id; it returns the fake.
-func runCommandAdapter(t *testing.T, svc Service, wait time.Duration, id string) *fakeDiscord {
+func runCommandAdapter(t *testing.T, svc Service, wait time.Duration, id string) *discordfake.Server {
 	t.Helper()
-	f := newFake(t)
-	a, _ := newAdapter(t, svc, Config{APIURL: f.apiURL(), GuildID: fakeGuild, CommandWait: wait})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	waitFor(t, "/baton registered", func() bool {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		return len(f.commands) > 0
-	})
-	f.dispatch("INTERACTION_CREATE", map[string]any{
-		"id": id, "application_id": fakeApp, "type": 2, "token": "tok", "channel_id": fakeDM,
+	f, _ := runAdapter(t, svc, Config{GuildID: discordfake.Guild, CommandWait: wait})
+	f.Dispatch("INTERACTION_CREATE", map[string]any{
+		"id": id, "application_id": discordfake.App, "type": 2, "token": "tok", "channel_id": discordfake.DM,
 		"user": map[string]any{"id": "42", "username": "alice"},
 		"data": map[string]any{"id": "c1", "name": "baton", "type": 1, "options": []any{map[string]any{"name": "abort", "type": 1}}},
 	})
@@ -52,16 +44,10 @@ func runCommandAdapter(t *testing.T, svc Service, wait time.Duration, id string)
 
 // answered waits for an answer to the interaction and returns the
 // responses and answers.
-func answered(t *testing.T, f *fakeDiscord) (responses, answers []string) {
+func answered(t *testing.T, f *discordfake.Server) (responses, answers []string) {
 	t.Helper()
-	waitFor(t, "the /baton answer", func() bool {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		return len(f.answers) > 0
-	})
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]string(nil), f.responses...), append([]string(nil), f.answers...)
+	waitFor(t, "the /baton answer", func() bool { return len(f.Answers()) > 0 })
+	return f.Responses(), f.Answers()
 }
 
 // TestCommandStoreFailureAnswered: a /baton command whose store write
@@ -84,11 +70,7 @@ func TestCommandStoreFailureAnswered(t *testing.T) {
 func TestSlowCommandDeferred(t *testing.T) {
 	svc := &commandService{release: make(chan struct{}), reply: chat.Reply{Text: "Aborted task #3."}}
 	f := runCommandAdapter(t, svc, 20*time.Millisecond, "i2")
-	waitFor(t, "the deferred response", func() bool {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		return len(f.responses) > 0
-	})
+	waitFor(t, "the deferred response", func() bool { return len(f.Responses()) > 0 })
 	close(svc.release)
 	responses, answers := answered(t, f)
 	if diff := cmp.Diff([]string{"i2 type=5 flags=64"}, responses); diff != "" {
@@ -96,5 +78,22 @@ func TestSlowCommandDeferred(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"Aborted task #3."}, answers); diff != "" {
 		t.Errorf("answers (-want +got):\n%s", diff)
+	}
+}
+
+// TestLateInteraction: a /baton command whose response Discord refuses as
+// too late (after its 3 seconds) is logged, and never answered.
+func TestLateInteraction(t *testing.T) {
+	svc := &commandService{reply: chat.Reply{Text: "No active tasks."}}
+	f, logs := runAdapter(t, svc, Config{GuildID: discordfake.Guild})
+	f.Dispatch("INTERACTION_CREATE", map[string]any{
+		"id": discordfake.LateInteraction, "application_id": discordfake.App, "type": 2, "token": "tok",
+		"channel_id": discordfake.Text, "guild_id": discordfake.Guild,
+		"member": map[string]any{"user": map[string]any{"id": "42", "username": "alice"}, "roles": []string{}},
+		"data":   map[string]any{"id": "c1", "name": "baton", "type": 1, "options": []any{map[string]any{"name": "list", "type": 1}}},
+	})
+	waitFor(t, "the late interaction logged", func() bool { return strings.Contains(logs.String(), "answered too late") })
+	if answers := f.Answers(); len(answers) != 0 {
+		t.Errorf("a late interaction was answered: %q", answers)
 	}
 }

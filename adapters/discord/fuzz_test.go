@@ -10,6 +10,7 @@ import (
 
 	"github.com/bwmarrin/discordgo"
 
+	"github.com/baton-bot/baton/adapters/discord/discordfake"
 	"github.com/baton-bot/baton/core/chat"
 )
 
@@ -57,10 +58,10 @@ func FuzzMessageCreate(f *testing.F) {
 	for _, s := range discordSeeds {
 		f.Add(s)
 	}
-	fake := newFake(f)
+	fake := discordfake.New(f)
 	svc := &collector{}
-	a, _ := newAdapter(f, svc, Config{APIURL: fake.apiURL(), IgnoreBots: true})
-	bot := fakeBot
+	a, _ := newAdapter(f, svc, Config{APIURL: fake.APIURL(), IgnoreBots: true})
+	bot := discordfake.Bot
 	a.botID.Store(&bot)
 	f.Fuzz(func(t *testing.T, payload string) {
 		var e discordgo.MessageCreate

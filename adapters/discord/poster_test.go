@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/baton-bot/baton/adapters/discord/discordfake"
 	"github.com/baton-bot/baton/core"
 	"github.com/baton-bot/baton/core/chat"
 )
@@ -67,11 +68,11 @@ func newAdapter(t testing.TB, svc Service, cfg Config) (*Adapter, *logBuffer) {
 	return a, logs
 }
 
-var taskThread = core.ThreadRef{Platform: core.PlatformDiscord, Team: fakeGuild, Channel: fakeText, Thread: "7001"}
+var taskThread = core.ThreadRef{Platform: core.PlatformDiscord, Team: discordfake.Guild, Channel: discordfake.Text, Thread: "7001"}
 
 func TestPosterREST(t *testing.T) {
-	f := newFake(t)
-	a, logs := newAdapter(t, nopService{}, Config{APIURL: f.apiURL()})
+	f := discordfake.New(t)
+	a, logs := newAdapter(t, nopService{}, Config{APIURL: f.APIURL()})
 	ctx := context.Background()
 
 	id, err := a.Post(ctx, taskThread, "Hello @everyone and <@&55>")
@@ -93,15 +94,15 @@ func TestPosterREST(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	posts, edits, reactions, _ := f.snapshot()
-	want := []sent{
+	posts, edits, reactions := f.Posts(), f.Edits(), f.Reactions()
+	want := []discordfake.Message{
 		{Channel: "7001", ID: id, Content: "Hello @\u200beveryone and <@\u200b&55>", HasAllowed: true, Parse: []string{}, Files: map[string]string{}},
 		{Channel: "7001", ID: posts[len(posts)-1].ID, Content: "The report.", HasAllowed: true, Parse: []string{}, Files: map[string]string{"report.md": "# Report"}},
 	}
 	if diff := cmp.Diff(want, posts); diff != "" {
 		t.Errorf("posts (-want +got):\n%s", diff)
 	}
-	wantEdits := []sent{{Channel: "7001", ID: id, Content: "⏳ working @\u200bhere", HasAllowed: true, Parse: []string{}, Files: map[string]string{}}}
+	wantEdits := []discordfake.Message{{Channel: "7001", ID: id, Content: "⏳ working @\u200bhere", HasAllowed: true, Parse: []string{}, Files: map[string]string{}}}
 	if diff := cmp.Diff(wantEdits, edits); diff != "" {
 		t.Errorf("edits (-want +got):\n%s", diff)
 	}
@@ -132,9 +133,9 @@ func TestPosterErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFake(t)
-			f.limited = tt.limited
-			a, logs := newAdapter(t, nopService{}, Config{APIURL: f.apiURL()})
+			f := discordfake.New(t)
+			f.RateLimit(tt.limited)
+			a, logs := newAdapter(t, nopService{}, Config{APIURL: f.APIURL()})
 			_, err := a.Post(context.Background(), tt.thread, "hi")
 			var rl *chat.RateLimitedError
 			switch {
@@ -159,15 +160,15 @@ func TestPosterErrors(t *testing.T) {
 }
 
 func TestPostArchivedThread(t *testing.T) {
-	f := newFake(t)
-	f.archived["7001"] = true
-	a, _ := newAdapter(t, nopService{}, Config{APIURL: f.apiURL()})
+	f := discordfake.New(t)
+	f.Archive("7001")
+	a, _ := newAdapter(t, nopService{}, Config{APIURL: f.APIURL()})
 	if _, err := a.Post(context.Background(), taskThread, "still here"); err != nil {
 		t.Fatal(err)
 	}
-	posts, _, _, _ := f.snapshot()
-	if len(posts) != 1 || posts[0].Channel != "7001" || f.requests[0] != "edit channel 7001" {
-		t.Errorf("posts = %+v, requests = %v; want the thread reopened, then the post", posts, f.requests)
+	posts, requests := f.Posts(), f.Requests()
+	if len(posts) != 1 || posts[0].Channel != "7001" || len(requests) == 0 || requests[0] != "edit channel 7001" {
+		t.Errorf("posts = %+v, requests = %v; want the thread reopened, then the post", posts, requests)
 	}
 }
 

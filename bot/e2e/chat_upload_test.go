@@ -1,4 +1,4 @@
-package chat_test
+package e2e_test
 
 import (
 	"fmt"
@@ -8,7 +8,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/baton-bot/baton/core"
-	"github.com/baton-bot/baton/core/chat/chattest"
 	"github.com/baton-bot/baton/core/llmtest"
 )
 
@@ -16,10 +15,10 @@ import (
 // files.max_bytes and one at it; the one at the cap is uploaded, the one
 // over it is not, and a post after the uploads names it, its size, the
 // limit and that it stays in the workspace.
-func TestOutputOverTheCapNotUploaded(t *testing.T) {
+func TestChatOutputOverTheCapNotUploaded(t *testing.T) {
 	const limit = 1000
-	sys := chattest.Start(t, chattest.Options{MaxFileBytes: limit})
-	w := &world{t: t, srv: sys.LLM, store: sys.Store, svc: sys.Service}
+	sys := startStack(t, stackOptions{MaxFileBytes: limit})
+	w := &chatWorld{t: t, srv: sys.LLM, store: sys.Store, svc: sys.Service}
 	sys.LLM.Script(
 		llmtest.Call("Write", fmt.Sprintf(`{"path":"output/big.bin","content":%q}`, strings.Repeat("b", 39*limit))),
 		llmtest.Call("Write", fmt.Sprintf(`{"path":"output/small.md","content":%q}`, strings.Repeat("s", limit))),

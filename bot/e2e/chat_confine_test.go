@@ -1,4 +1,4 @@
-package chat_test
+package e2e_test
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -25,7 +24,7 @@ import (
 
 // emptyDir makes a directory outside every workspace and fails the test if
 // anything appears in it.
-func emptyDir(t *testing.T) string {
+func chatEmptyDir(t *testing.T) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "outside")
 	if err := os.Mkdir(dir, 0o755); err != nil {
@@ -39,17 +38,17 @@ func emptyDir(t *testing.T) string {
 	return dir
 }
 
-func file(name, content string) chat.File {
+func chatFile(name, content string) chat.File {
 	return chat.File{Name: name, Size: int64(len(content)), Open: func(context.Context) (io.ReadCloser, error) {
 		return io.NopCloser(strings.NewReader(content)), nil
 	}}
 }
 
 // send posts a message with attachments in the test thread.
-func (w *world) send(text string, files ...chat.File) {
+func (w *chatWorld) send(text string, files ...chat.File) {
 	w.t.Helper()
 	_, err := w.svc.HandleMessage(context.Background(), chat.Message{
-		Thread: thread, Channel: "slack:" + thread.Channel, MsgID: fmt.Sprintf("1700.%d", 100+w.msgN.Add(1)),
+		Thread: chatThread, Channel: "slack:" + chatThread.Channel, MsgID: fmt.Sprintf("1700.%d", 100+w.msgN.Add(1)),
 		Author: chat.Author{ID: "slack:alice", Name: "alice"}, Text: text, Files: files, Addressed: true,
 	})
 	if err != nil {
@@ -58,7 +57,7 @@ func (w *world) send(text string, files ...chat.File) {
 }
 
 // waitJobs waits until the task has n jobs, the newest one in state s.
-func (w *world) waitJobs(n int, s core.JobState) {
+func (w *chatWorld) waitJobs(n int, s core.JobState) {
 	w.t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -76,10 +75,10 @@ func (w *world) waitJobs(n int, s core.JobState) {
 	}
 }
 
-func TestAttachmentIntoSymlinkedInput(t *testing.T) {
-	w := newWorld(t, chat.Access{})
+func TestChatAttachmentIntoSymlinkedInput(t *testing.T) {
+	w := newChatWorld(t, chat.Access{})
 	w.srv.Handle(func(llmtest.Request) llmtest.Step { return llmtest.Transition("COMPLETE", "done") })
-	outside := emptyDir(t)
+	outside := chatEmptyDir(t)
 	w.say("alice", "hello")
 	w.waitJobs(1, core.JobSucceeded)
 	input := filepath.Join(w.task().Workspace, "input")
@@ -89,52 +88,13 @@ func TestAttachmentIntoSymlinkedInput(t *testing.T) {
 	if err := os.Symlink(outside, input); err != nil { // what the agent's Bash did
 		t.Fatal(err)
 	}
-	w.send("here is the file", file("notes.txt", "attached"))
+	w.send("here is the file", chatFile("notes.txt", "attached"))
 	w.waitJobs(2, core.JobSucceeded)
 	out := w.outbox()
-	contains(t, out, "post I could not take the file notes.txt: the task's input/ folder is no longer a folder of its workspace")
+	chatContains(t, out, "post I could not take the file notes.txt: the task's input/ folder is no longer a folder of its workspace")
 	for _, o := range out {
 		if strings.Contains(o, outside) {
 			t.Errorf("a host path reached the thread: %q", o)
-		}
-	}
-}
-
-func TestAttachmentNames(t *testing.T) {
-	w := newWorld(t, chat.Access{})
-	w.srv.Handle(func(llmtest.Request) llmtest.Step { return llmtest.Transition("COMPLETE", "done") })
-	long := strings.Repeat("n", 300) + ".txt"
-	var files []chat.File
-	for _, name := range []string{"../../x", "input", ".", "a\x00b.txt", long, "a/b/c.txt", `..\..\win.txt`, "x", "../input/.."} {
-		files = append(files, file(name, "content of "+name))
-	}
-	w.send("files", files...)
-	w.waitJobs(1, core.JobSucceeded)
-	ws := w.task().Workspace
-	entries, err := os.ReadDir(filepath.Join(ws, "input"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, e := range entries {
-		got = append(got, e.Name())
-	}
-	want := []string{"a_b.txt", "attachment", "attachment-2", "c.txt", "input", strings.Repeat("n", 196) + ".txt", "win.txt", "x", "x-2"}
-	slices.Sort(want)
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("input/ (-want +got):\n%s", diff)
-	}
-	if b, _ := os.ReadFile(filepath.Join(ws, "input", "x")); string(b) != "content of ../../x" {
-		t.Errorf("input/x holds %q", b)
-	}
-	// Nothing beside the workspace: the store's workspace root holds only it.
-	around, _ := os.ReadDir(filepath.Dir(ws))
-	if len(around) != 1 {
-		t.Errorf("the workspaces' folder holds %d entries, want the task's only", len(around))
-	}
-	for _, o := range w.outbox() {
-		if strings.Contains(o, "could not take") {
-			t.Errorf("a file was refused: %q", o)
 		}
 	}
 }
@@ -143,9 +103,9 @@ func TestAttachmentNames(t *testing.T) {
 // input/subtasks/<child>/ to the pieces directory and its child writes a
 // piece to output/; copying the child's results into the parent writes
 // nothing there.
-func TestSubtaskCopyIntoPlantedLink(t *testing.T) {
-	w := newWorld(t, chat.Access{})
-	pieces := emptyDir(t)
+func TestChatSubtaskCopyIntoPlantedLink(t *testing.T) {
+	w := newChatWorld(t, chat.Access{})
+	pieces := chatEmptyDir(t)
 	var mu sync.Mutex
 	var plantErr error
 	w.srv.Handle(func(req llmtest.Request) llmtest.Step {
@@ -185,9 +145,9 @@ func TestSubtaskCopyIntoPlantedLink(t *testing.T) {
 
 // TestNoUploadThroughLinks: output/ holds links to a host file and a host
 // folder beside a file the job wrote; only the job's file is uploaded.
-func TestNoUploadThroughLinks(t *testing.T) {
-	w := newWorld(t, chat.Access{})
-	host := emptyDir(t)
+func TestChatNoUploadThroughLinks(t *testing.T) {
+	w := newChatWorld(t, chat.Access{})
+	host := chatEmptyDir(t)
 	hostFile := filepath.Join(filepath.Dir(host), "passwd")
 	if err := os.WriteFile(hostFile, []byte("root:x:0:0"), 0o644); err != nil {
 		t.Fatal(err)
