@@ -44,18 +44,6 @@ func (f *flakyStore) Jobs(ctx context.Context, filter core.JobFilter) ([]core.Jo
 	return f.Store.Jobs(ctx, filter)
 }
 
-// recordingQueue is the part of a queue the conversation service uses:
-// it records the jobs enqueued.
-type recordingQueue struct {
-	core.Queue
-	enqueued []int64
-}
-
-func (q *recordingQueue) Enqueue(_ context.Context, jobID int64) error {
-	q.enqueued = append(q.enqueued, jobID)
-	return nil
-}
-
 func newRedeliveryService(t *testing.T) (*chat.Service, *flakyStore, *recordingQueue) {
 	t.Helper()
 	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "baton.db"), sqlite.Options{WorkspaceRoot: t.TempDir()})
@@ -111,8 +99,8 @@ func TestAttachmentMessageTakenOnRedelivery(t *testing.T) {
 	if want := []string{"input/report.csv"}; !slices.Equal(comments[0].Files, want) {
 		t.Errorf("comment files = %q, want %q (the failed delivery's copy removed, the name reused)", comments[0].Files, want)
 	}
-	if len(q.enqueued) != 1 {
-		t.Errorf("jobs enqueued = %v, want one", q.enqueued)
+	if got := q.Enqueued(); len(got) != 1 {
+		t.Errorf("jobs enqueued = %v, want one", got)
 	}
 	if opened != 2 {
 		t.Errorf("file downloaded %d times, want 2 (the failed delivery and the redelivery; none for the duplicate)", opened)
