@@ -89,22 +89,36 @@ func (d Dispatch) Resume(ctx context.Context, jobID, waitSeq int64) (bool, error
 	if !ok {
 		return false, nil
 	}
+	return true, d.resumeQueued(ctx, jobID, waitSeq)
+}
+
+// Resumed tells the queue that job jobID, parked under waitSeq, was
+// requeued in the store by a write of its own (an approval's decision,
+// core.ApprovalStore.DecideApproval). An error leaves the job queued in
+// the store for the Reconciler.
+func (d Dispatch) Resumed(ctx context.Context, jobID, waitSeq int64) error {
+	return d.resumeQueued(ctx, jobID, waitSeq)
+}
+
+// resumeQueued tells the queue that job jobID, parked under waitSeq, is
+// queued again in the store.
+func (d Dispatch) resumeQueued(ctx context.Context, jobID, waitSeq int64) error {
 	resumed, err := d.Queue.Resume(ctx, jobID, waitSeq)
 	if err != nil {
-		return true, fmt.Errorf("resume job %d in the queue: %w", jobID, err)
+		return fmt.Errorf("resume job %d in the queue: %w", jobID, err)
 	}
 	if !resumed {
 		// The queue lost the parked job (an in-process queue restarted,
 		// Redis flushed): dispatch it again from the store.
 		j, err := d.Store.Job(ctx, jobID)
 		if err != nil {
-			return true, fmt.Errorf("resume job %d: %w", jobID, err)
+			return fmt.Errorf("resume job %d: %w", jobID, err)
 		}
 		if _, err := d.Queue.Reconcile(ctx, []core.ReconcileItem{{JobID: jobID, State: j.State, Attempt: j.Attempt}}); err != nil {
-			return true, fmt.Errorf("resume job %d in the queue: %w", jobID, err)
+			return fmt.Errorf("resume job %d in the queue: %w", jobID, err)
 		}
 	}
-	return true, nil
+	return nil
 }
 
 // Abort requests that job jobID stop, on behalf of by, together with its

@@ -144,7 +144,7 @@ func (x *Executor) Handle(ctx context.Context, l core.Lease) Result {
 		log.Warn("claimed job is not in the store: dropping it from the queue")
 		return Result{Action: Ack}
 	case errors.As(err, &terr):
-		if terr.From == core.JobWaitingHuman || terr.From == core.JobWaitingSubtasks {
+		if terr.From.Waiting() {
 			wctx, cancel := x.settleCtx(ctx)
 			cur, jerr := x.store.Job(wctx, l.JobID)
 			cancel()
@@ -214,7 +214,7 @@ func (x *Executor) Handle(ctx context.Context, l core.Lease) Result {
 	}
 
 	switch done.State {
-	case core.JobWaitingHuman, core.JobWaitingSubtasks:
+	case core.JobWaitingHuman, core.JobWaitingSubtasks, core.JobWaitingApproval:
 		return Result{Action: Park, WaitSeq: done.WaitSeq}
 	case core.JobQueued:
 		if fin.CountFailure {
