@@ -37,6 +37,9 @@ type Access struct {
 	AllowedChannels []string // empty: every channel
 	AbortBy         string   // owner_and_admins | anyone
 	AnswerBy        string   // participants | owner
+	// Approvers may decide approvals besides the task's requester and the
+	// admins: platform-qualified user ids or groups, as AllowedUsers.
+	Approvers []string
 }
 
 // Config configures a Service.

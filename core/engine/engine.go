@@ -28,6 +28,7 @@ import (
 
 	"github.com/baton-bot/baton/core"
 	"github.com/baton-bot/baton/core/llm"
+	"github.com/baton-bot/baton/core/policy"
 	"github.com/baton-bot/baton/core/piece"
 	"github.com/baton-bot/baton/core/tokens"
 	"github.com/baton-bot/baton/core/tools"
@@ -145,6 +146,13 @@ func orDefault[T int | float64](p *T, v T) {
 	}
 }
 
+// Gate decides whether a tool call may run: allow, ask a person (the job
+// waits for an approval), or deny. Implementations are safe for concurrent
+// use.
+type Gate interface {
+	Decide(ctx context.Context, q policy.Request) (policy.Decision, error)
+}
+
 // Config configures an Engine. Zero fields take the defaults noted.
 type Config struct {
 	Locale              string         // "en" or "ja" ("en")
@@ -170,7 +178,13 @@ type Config struct {
 	Sandbox  Sandbox
 	Observer Observer // optional
 	Meter    Meter    // optional
-	Now      func() time.Time
+	// Gate decides on each tool call before it runs (the approvals
+	// policy, policy.Policy); nil allows every call.
+	Gate Gate
+	// ApprovalTimeout is how long an approval waits for a decision before
+	// it is denied (1h).
+	ApprovalTimeout time.Duration
+	Now             func() time.Time
 	Logger   *slog.Logger
 }
 
@@ -202,6 +216,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.MovementLogBytes <= 0 {
 		c.MovementLogBytes = 2 << 20
+	}
+	if c.ApprovalTimeout <= 0 {
+		c.ApprovalTimeout = time.Hour
 	}
 	if c.Now == nil {
 		c.Now = time.Now
