@@ -28,8 +28,8 @@ import (
 
 	"github.com/baton-bot/baton/core"
 	"github.com/baton-bot/baton/core/llm"
-	"github.com/baton-bot/baton/core/policy"
 	"github.com/baton-bot/baton/core/piece"
+	"github.com/baton-bot/baton/core/policy"
 	"github.com/baton-bot/baton/core/tokens"
 	"github.com/baton-bot/baton/core/tools"
 	"github.com/baton-bot/baton/core/worker"
@@ -185,7 +185,7 @@ type Config struct {
 	// it is denied (1h).
 	ApprovalTimeout time.Duration
 	Now             func() time.Time
-	Logger   *slog.Logger
+	Logger          *slog.Logger
 }
 
 func (c *Config) setDefaults() {
