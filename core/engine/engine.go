@@ -47,6 +47,10 @@ type Store interface {
 	EnsureTask(ctx context.Context, t core.Task) (core.Task, bool, error)
 	RecentComments(ctx context.Context, taskID int64, n int) ([]core.Comment, error)
 	Jobs(ctx context.Context, f core.JobFilter) ([]core.Job, error)
+	// Approval and TakeCheckpoint resume a job parked for an approval
+	// (core.ApprovalStore).
+	Approval(ctx context.Context, jobID, waitSeq int64) (core.Approval, error)
+	TakeCheckpoint(ctx context.Context, jobID, attempt int64) (string, error)
 }
 
 // Pieces finds pieces by name. *piece.Library implements it.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/baton-bot/baton/core/llm"
 	"github.com/baton-bot/baton/core/piece"
+	"github.com/baton-bot/baton/core/policy"
 	"github.com/baton-bot/baton/core/tools"
 	"github.com/baton-bot/baton/core/workspace"
 )
@@ -42,12 +43,36 @@ type movement struct {
 	compactions int  // compactions so far
 	compactOff  bool // compaction gave up for this movement
 	called      bool // the model has answered a request of this movement
+
+	iter     int        // the model's requests so far
+	textOnly int        // text-only replies in a row
+	invalid  int        // invalid calls in a row
+	lastText string     // the model's last text
+	images   []llm.Part // images of the current turn's results, sent after them
 }
 
 // runMovement runs mv from its system and user prompts until a transition,
 // chosen or forced. prompts renders them; shrink > 0 asks for them with the
 // enriched instruction's parts cut shorter (see fit).
 func (pr *pieceRun) runMovement(ctx context.Context, mv *piece.Movement, prompts func(shrink int) (system, user string, err error)) (outcome, error) {
+	m := pr.newMovement(mv)
+	system, user, err := prompts(0)
+	if err != nil {
+		return outcome{}, err
+	}
+	m.start(system, user)
+	// A closure, so that the log gets the messages as they stand when
+	// the movement ends, not the two prompts of its start.
+	defer func() { pr.writeMovementLog(mv.Name, m.record) }()
+	if err := m.fit(ctx, prompts); err != nil {
+		return outcome{}, err
+	}
+	return m.loop(ctx)
+}
+
+// newMovement returns mv ready to run: its tools, their definitions and
+// its meter.
+func (pr *pieceRun) newMovement(mv *piece.Movement) *movement {
 	m := &movement{pr: pr, mv: mv, tools: map[string]tools.Tool{}}
 	for _, n := range mv.Next {
 		// A subtask's job cannot wait for subtasks of its own.
@@ -73,18 +98,7 @@ func (pr *pieceRun) runMovement(ctx context.Context, mv *piece.Movement, prompts
 	m.meter = newMeter(pr.e.cfg.ContextWindow, pr.e.tokens, pr.e.defs.count(m.defs))
 	m.meter.corr = pr.e.corr.forModel(m.model())
 	m.meter.factor = m.meter.corr.current()
-	system, user, err := prompts(0)
-	if err != nil {
-		return outcome{}, err
-	}
-	m.start(system, user)
-	// A closure, so that the log gets the messages as they stand when
-	// the movement ends, not the two prompts of its start.
-	defer func() { pr.writeMovementLog(mv.Name, m.record) }()
-	if err := m.fit(ctx, prompts); err != nil {
-		return outcome{}, err
-	}
-	return m.loop(ctx)
+	return m
 }
 
 // start sets the movement's conversation to its system and first user
@@ -165,17 +179,16 @@ func (m *movement) model() string {
 
 func (m *movement) loop(ctx context.Context) (outcome, error) {
 	pr, e := m.pr, m.pr.e
-	textOnly, invalid := 0, 0
-	lastText := ""
 	model := m.model()
-	for iter := 1; ; iter++ {
-		if iter > m.mv.MaxIterations {
-			return m.forced(lastText, e.text.fill("forced_iterations", map[string]string{"n": strconv.Itoa(m.mv.MaxIterations)})), nil
+	for {
+		m.iter++
+		if m.iter > m.mv.MaxIterations {
+			return m.forced(m.lastText, e.text.fill("forced_iterations", map[string]string{"n": strconv.Itoa(m.mv.MaxIterations)})), nil
 		}
 		for _, msg := range pr.steering(ctx) {
 			m.addMeta(msg, msgMeta{kind: kindHuman})
 		}
-		out, stop, err := m.checkContext(ctx, lastText)
+		out, stop, err := m.checkContext(ctx, m.lastText)
 		if err != nil {
 			return outcome{}, err
 		}
@@ -183,7 +196,7 @@ func (m *movement) loop(ctx context.Context) (outcome, error) {
 			return out, nil
 		}
 		pr.mu.Lock()
-		pr.iteration = iter
+		pr.iteration = m.iter
 		pr.mu.Unlock()
 		m.meter.sending()
 		start := time.Now()
@@ -209,61 +222,90 @@ func (m *movement) loop(ctx context.Context) (outcome, error) {
 
 		calls := resp.Message.ToolCalls
 		if text := strings.TrimSpace(resp.Message.Content); text != "" {
-			lastText = text
+			m.lastText = text
 		}
 		if len(calls) == 0 {
-			textOnly++
-			if textOnly >= textOnlyLimit {
-				return m.forced(lastText, e.text.fill("forced_text_only", map[string]string{"n": strconv.Itoa(textOnly)})), nil
+			m.textOnly++
+			if m.textOnly >= textOnlyLimit {
+				return m.forced(m.lastText, e.text.fill("forced_text_only", map[string]string{"n": strconv.Itoa(m.textOnly)})), nil
 			}
-			if textOnly >= e.cfg.ReminderAfter {
+			if m.textOnly >= e.cfg.ReminderAfter {
 				m.add(llm.Message{Role: llm.RoleUser, Content: e.text.msg("reminder")})
 			}
 			continue
 		}
-		textOnly = 0
-
-		var images []llm.Part
-		for i, call := range calls {
-			if call.Name == transitionTool {
-				out, problem := pr.parseTransition(call.Arguments, m.next)
-				if problem == "" {
-					m.add(llm.Message{Role: llm.RoleTool, ToolCallID: call.ID, Name: call.Name, Content: "ok"})
-					for _, rest := range calls[i+1:] {
-						m.add(llm.Message{Role: llm.RoleTool, ToolCallID: rest.ID, Name: rest.Name, Content: e.text.msg("tool_not_run")})
-					}
-					return out, nil
-				}
-				invalid++
-				_ = pr.event(ctx, "transition_refused", m.mv.Name, problem)
-				m.add(llm.Message{Role: llm.RoleTool, ToolCallID: call.ID, Name: call.Name, Content: problem})
-				continue
-			}
-			res, valid, err := m.callTool(ctx, call)
-			if err != nil {
-				return outcome{}, err
-			}
-			if valid {
-				invalid = 0
-			}
-			text := res.Text
-			for _, img := range res.Images {
-				images = append(images, llm.Part{Type: llm.PartImage, ImageMIME: img.MIME, ImageData: img.Data})
-			}
-			if len(res.Images) > 0 {
-				text = strings.TrimSpace(text + "\n" + e.text.fill("image_attached", map[string]string{"path": argPath(call.Arguments)}))
-			}
-			m.add(llm.Message{Role: llm.RoleTool, ToolCallID: call.ID, Name: call.Name, Content: text})
-		}
-		if len(images) > 0 {
-			// Images travel in a user message: most providers refuse them
-			// in tool results.
-			m.add(llm.Message{Role: llm.RoleUser, Parts: append([]llm.Part{{Type: llm.PartText, Text: e.text.msg("image_message")}}, images...)})
-		}
-		if invalid >= invalidLimit {
-			return m.forced(lastText, e.text.fill("forced_invalid", map[string]string{"n": strconv.Itoa(invalid)})), nil
+		m.textOnly = 0
+		if out, done, err := m.runCalls(ctx, calls); err != nil || done {
+			return out, err
 		}
 	}
+}
+
+// runCalls runs the tool calls of one assistant turn in order (or what is
+// left of them after a call that waited for a person). done reports an
+// outcome that ends the movement: a transition, chosen or forced by
+// invalid calls, or a park at a call that waits for an approval.
+func (m *movement) runCalls(ctx context.Context, calls []llm.ToolCall) (out outcome, done bool, err error) {
+	pr, e := m.pr, m.pr.e
+	for i, call := range calls {
+		if call.Name == transitionTool {
+			out, problem := pr.parseTransition(call.Arguments, m.next)
+			if problem == "" {
+				m.add(llm.Message{Role: llm.RoleTool, ToolCallID: call.ID, Name: call.Name, Content: "ok"})
+				for _, rest := range calls[i+1:] {
+					m.add(llm.Message{Role: llm.RoleTool, ToolCallID: rest.ID, Name: rest.Name, Content: e.text.msg("tool_not_run")})
+				}
+				return out, true, nil
+			}
+			m.invalid++
+			_ = pr.event(ctx, "transition_refused", m.mv.Name, problem)
+			m.add(llm.Message{Role: llm.RoleTool, ToolCallID: call.ID, Name: call.Name, Content: problem})
+			continue
+		}
+		if _, known := m.tools[call.Name]; known {
+			switch d := m.gate(ctx, call); d.Action {
+			case policy.Deny:
+				_ = pr.event(ctx, "tool_denied", m.mv.Name, call.Name+" "+clipRunes(call.Arguments, 300)+" ("+d.Rule+")")
+				m.add(llm.Message{Role: llm.RoleTool, ToolCallID: call.ID, Name: call.Name,
+					Content: e.text.fill("policy_denied", map[string]string{"tool": call.Name, "rule": d.Rule})})
+				continue
+			case policy.Ask:
+				out, err := m.parkAt(ctx, call, calls[i+1:], d)
+				return out, err == nil, err
+			}
+		}
+		res, valid, err := m.callTool(ctx, call)
+		if err != nil {
+			return outcome{}, false, err
+		}
+		if valid {
+			m.invalid = 0
+		}
+		m.addResult(call, res)
+	}
+	if len(m.images) > 0 {
+		// Images travel in a user message: most providers refuse them
+		// in tool results.
+		m.add(llm.Message{Role: llm.RoleUser, Parts: append([]llm.Part{{Type: llm.PartText, Text: e.text.msg("image_message")}}, m.images...)})
+		m.images = nil
+	}
+	if m.invalid >= invalidLimit {
+		return m.forced(m.lastText, e.text.fill("forced_invalid", map[string]string{"n": strconv.Itoa(m.invalid)})), true, nil
+	}
+	return outcome{}, false, nil
+}
+
+// addResult adds the result of call to the conversation; its images wait
+// for the end of the turn (runCalls).
+func (m *movement) addResult(call llm.ToolCall, res tools.Result) {
+	text := res.Text
+	for _, img := range res.Images {
+		m.images = append(m.images, llm.Part{Type: llm.PartImage, ImageMIME: img.MIME, ImageData: img.Data})
+	}
+	if len(res.Images) > 0 {
+		text = strings.TrimSpace(text + "\n" + m.pr.e.text.fill("image_attached", map[string]string{"path": argPath(call.Arguments)}))
+	}
+	m.add(llm.Message{Role: llm.RoleTool, ToolCallID: call.ID, Name: call.Name, Content: text})
 }
 
 // checkContext runs the context manager before a request. With compaction

@@ -106,6 +106,13 @@ func (pr *pieceRun) run(ctx context.Context) (core.Finish, error) {
 		name = pr.piece.InitialMovement
 	}
 	resumedFromSubtasks := j.ResumeMovement != "" && j.WaitSeq > 0
+	cp, decided, err := pr.checkpoint(ctx)
+	if err != nil {
+		return core.Finish{}, err
+	}
+	if cp != nil {
+		name = cp.Movement
+	}
 
 	// Comments from now on are news to the agent (steering); the first
 	// prompt holds the ones before.
@@ -130,6 +137,9 @@ func (pr *pieceRun) run(ctx context.Context) (core.Finish, error) {
 		pr.movement, pr.iteration, pr.level, pr.compactions = name, 0, levelNone, 0
 		pr.mu.Unlock()
 		started := jobEvent("movement_started", name, fmt.Sprintf("%d/%d", j.MovementCount+1, pr.piece.MaxMovements))
+		if cp != nil {
+			started = jobEvent("movement_resumed", name, fmt.Sprintf("%d/%d, after %s's call was %s", j.MovementCount+1, pr.piece.MaxMovements, decided.Tool, decided.State))
+		}
 		if err := pr.save(ctx, name, append(pending, started)...); err != nil {
 			pr.flush(ctx, pending)
 			return core.Finish{}, err
@@ -152,9 +162,22 @@ func (pr *pieceRun) run(ctx context.Context) (core.Finish, error) {
 		}
 
 		begun := time.Now()
-		out, err := pr.runMovement(ctx, mv, prompts)
+		var out outcome
+		if cp != nil {
+			out, err = pr.resumeMovement(ctx, mv, *cp, decided)
+			cp = nil
+		} else {
+			out, err = pr.runMovement(ctx, mv, prompts)
+		}
 		if err != nil {
 			return core.Finish{}, err
+		}
+		if p := out.park; p != nil {
+			// The movement stops at a call that waits for a person; it
+			// is not over, and resumes from p.checkpoint.
+			a := p.approval
+			return core.Finish{To: core.JobWaitingApproval, ResumeMovement: name, Approval: &a, Checkpoint: p.checkpoint,
+				ResultSummary: a.Tool + ": " + clipRunes(a.Subject, 200)}, nil
 		}
 		resumedFromSubtasks = false
 		pr.state.Git = ""
@@ -217,6 +240,48 @@ func (pr *pieceRun) run(ctx context.Context) (core.Finish, error) {
 			name = out.Next
 		}
 	}
+}
+
+// checkpoint takes what the job's movement left when it parked for an
+// approval, and the decision taken on it; nil when the job did not park
+// for one, or the checkpoint was taken by an attempt that did not finish
+// (the movement then starts afresh).
+func (pr *pieceRun) checkpoint(ctx context.Context) (*checkpoint, core.Approval, error) {
+	j := pr.job
+	if j.ResumeMovement == "" || j.WaitSeq == 0 {
+		return nil, core.Approval{}, nil
+	}
+	a, err := pr.e.store.Approval(ctx, j.ID, j.WaitSeq)
+	if errors.Is(err, core.ErrNotFound) {
+		return nil, core.Approval{}, nil // an ASK or subtasks wait
+	}
+	if err != nil {
+		return nil, core.Approval{}, fmt.Errorf("approval of job %d: %w", j.ID, err)
+	}
+	if a.State == core.ApprovalPending {
+		// Requeued without a decision (a repair from the store): the
+		// movement starts afresh, and its call is asked again.
+		pr.log.Warn("resumed with its approval undecided; the movement starts afresh", "approval", a.Key())
+		return nil, core.Approval{}, nil
+	}
+	data, err := pr.e.store.TakeCheckpoint(ctx, j.ID, j.Attempt)
+	if err != nil {
+		return nil, core.Approval{}, err
+	}
+	if data == "" {
+		pr.log.Info("the approval's checkpoint was taken by an earlier attempt; the movement starts afresh", "approval", a.Key())
+		return nil, core.Approval{}, nil
+	}
+	var cp checkpoint
+	if err := json.Unmarshal([]byte(data), &cp); err != nil {
+		pr.log.Warn("the approval's checkpoint is unreadable; the movement starts afresh", "approval", a.Key(), "err", err)
+		return nil, core.Approval{}, nil
+	}
+	if _, ok := pr.piece.Movement(cp.Movement); !ok {
+		pr.log.Warn("the approval's movement is no longer in the piece; the movement starts afresh", "movement", cp.Movement)
+		return nil, core.Approval{}, nil
+	}
+	return &cp, a, nil
 }
 
 // botComment is what the bot says in the thread, stored as a comment with

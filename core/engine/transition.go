@@ -32,6 +32,7 @@ type outcome struct {
 	Question string
 	Subtasks []subtask
 	Forced   string // why the engine forced the transition; "" when chosen
+	park     *park  // with Next == waitApproval: the call waiting for a person
 }
 
 type transitionArgs struct {
