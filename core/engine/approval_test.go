@@ -26,7 +26,9 @@ func withRules(f **fixture, rules ...policy.Rule) option {
 
 type gateFunc func(context.Context, policy.Request) (policy.Decision, error)
 
-func (g gateFunc) Decide(ctx context.Context, q policy.Request) (policy.Decision, error) { return g(ctx, q) }
+func (g gateFunc) Decide(ctx context.Context, q policy.Request) (policy.Decision, error) {
+	return g(ctx, q)
+}
 
 var askTouch = policy.Rule{Tool: "Bash", Match: regexp.MustCompile(`^touch `), Action: policy.Ask}
 
