@@ -117,11 +117,16 @@ type Reply struct {
 //   - react, unreact: Emoji on message MsgID.
 //   - upload: the workspace file Path uploaded into the thread, with Text.
 type Payload struct {
-	Text  string `json:"text,omitempty"`
-	Emoji string `json:"emoji,omitempty"`
-	MsgID string `json:"msg_id,omitempty"`
-	Path  string `json:"path,omitempty"` // absolute path of an upload
-	Name  string `json:"name,omitempty"` // the file's name on the platform
+	Text string `json:"text,omitempty"`
+	// Buttons go with a post or an update on platforms that show them
+	// (ButtonPoster); an update without buttons removes those the message
+	// had. Elsewhere the text alone stands: it names the commands that do
+	// the same.
+	Buttons []Button `json:"buttons,omitempty"`
+	Emoji   string   `json:"emoji,omitempty"`
+	MsgID   string   `json:"msg_id,omitempty"`
+	Path    string   `json:"path,omitempty"` // absolute path of an upload
+	Name    string   `json:"name,omitempty"` // the file's name on the platform
 }
 
 // Encode returns the payload's JSON.
@@ -153,6 +158,42 @@ type Limits struct {
 	MaxParts int // posts before a long text is sent as a file instead
 	// Every is the least time between two posts in one channel; 0: none.
 	Every time.Duration
+}
+
+// Button is an action people can click on a message. Action is opaque to
+// the platform: it is handed back, as clicked, in Action.Value
+// (Service.HandleAction).
+type Button struct {
+	Action string `json:"action"`
+	Label  string `json:"label"`
+	// Style is "primary", "danger" or "" (the platform's default).
+	Style string `json:"style,omitempty"`
+}
+
+// Button styles.
+const (
+	StylePrimary = "primary"
+	StyleDanger  = "danger"
+)
+
+// ButtonPoster is a Poster whose platform shows buttons. The deliverer
+// uses it for every post and update that has buttons, and for every update
+// (so that buttons a message had are removed when the update has none).
+type ButtonPoster interface {
+	PostButtons(ctx context.Context, thread core.ThreadRef, text string, buttons []Button) (msgID string, err error)
+	UpdateButtons(ctx context.Context, thread core.ThreadRef, msgID, text string, buttons []Button) error
+}
+
+// Action is a click on a button, as an adapter hands it over.
+type Action struct {
+	// Value is the clicked Button's Action.
+	Value   string
+	Thread  core.ThreadRef
+	Channel string // platform-qualified, for access.allowed_channels
+	// MsgID is the platform id of the message that carried the button.
+	MsgID  string
+	Direct bool
+	Author Author
 }
 
 // Poster sends to one platform. Adapters implement it; the outbox deliverer

@@ -53,7 +53,7 @@ func (s *Service) HandleCommand(ctx context.Context, c Command) (Reply, error) {
 
 // command runs c in task (zero when there is none).
 func (s *Service) command(ctx context.Context, c Command, task core.Task) (Reply, error) {
-	if ref, ok := taskRef(c.Args); ok && c.Name != "piece" {
+	if ref, ok := taskRef(c.Args); ok && c.Name != "piece" && c.Name != "approve" && c.Name != "deny" && c.Name != "policy" {
 		t, err := s.store.Task(ctx, ref)
 		if errors.Is(err, core.ErrNotFound) {
 			return Reply{Text: s.say("task_not_found", "task", "#"+strconv.FormatInt(ref, 10))}, nil
@@ -76,6 +76,14 @@ func (s *Service) command(ctx context.Context, c Command, task core.Task) (Reply
 		return s.abort(ctx, task, c.Author)
 	case "retry":
 		return s.retry(ctx, task, c.Author)
+	case "approve", "deny":
+		v := core.VerdictApprove
+		if c.Name == "deny" {
+			v = core.VerdictDeny
+		}
+		return s.approveCommand(ctx, task, v, c.Author, c.Args)
+	case "policy":
+		return s.policyCommand(ctx, c)
 	case "list":
 		return s.list(ctx, c.Author)
 	case "new":
@@ -173,7 +181,7 @@ func (s *Service) retry(ctx context.Context, task core.Task, who Author) (Reply,
 
 // list shows the caller's active tasks (an admin's: everyone's).
 func (s *Service) list(ctx context.Context, who Author) (Reply, error) {
-	jobs, err := s.store.Jobs(ctx, core.JobFilter{States: []core.JobState{core.JobQueued, core.JobRunning, core.JobWaitingHuman, core.JobWaitingSubtasks}, Limit: 200})
+	jobs, err := s.store.Jobs(ctx, core.JobFilter{States: []core.JobState{core.JobQueued, core.JobRunning, core.JobWaitingHuman, core.JobWaitingSubtasks, core.JobWaitingApproval}, Limit: 200})
 	if err != nil {
 		return Reply{}, err
 	}
@@ -248,6 +256,11 @@ func (s *Service) statusLine(ctx context.Context, task core.Task, j core.Job) (s
 			max = strconv.Itoa(p.MaxMovements)
 		}
 	}
+	if j.State == core.JobWaitingApproval {
+		if a, err := s.store.Approval(ctx, j.ID, j.WaitSeq); err == nil {
+			level += " " + s.say("status_approval", "tool", a.Tool, "subject", "`"+strings.ReplaceAll(clipLine(a.Subject, 200), "`", "'")+"`")
+		}
+	}
 	if j.State == core.JobQueued {
 		if p, ok := s.dispatch.Queue.(interface {
 			Position(ctx context.Context, jobID int64) (int, error)
@@ -279,6 +292,8 @@ func stateIcon(s core.JobState) string {
 		return "❌"
 	case core.JobWaitingHuman:
 		return "❓"
+	case core.JobWaitingApproval:
+		return "🔐"
 	default:
 		return "⏳"
 	}
@@ -332,4 +347,17 @@ func (s *Service) HandleReaction(ctx context.Context, r Reaction) (Reply, error)
 		return Reply{}, nil
 	}
 	return s.abort(ctx, task, r.Author)
+}
+
+// clipLine is the first line of s, cut to n runes.
+func clipLine(s string, n int) string {
+	line, _, more := strings.Cut(s, "\n")
+	r := []rune(line)
+	if len(r) > n {
+		return string(r[:n]) + "…"
+	}
+	if more {
+		return line + " …"
+	}
+	return line
 }

@@ -46,6 +46,14 @@ func statusMsg(text string) core.OutboxMessage {
 	return core.OutboxMessage{Kind: core.OutboxUpdate, Payload: Payload{Text: text}.Encode()}
 }
 
+// runningMsg is the status of job jobID while it runs, with its Stop
+// button.
+func (s *Service) runningMsg(jobID int64, text string) core.OutboxMessage {
+	return core.OutboxMessage{Kind: core.OutboxUpdate, Payload: Payload{Text: text, Buttons: []Button{
+		{Action: actionStop + ":" + strconv.FormatInt(jobID, 10), Label: s.say("button_stop"), Style: StyleDanger},
+	}}.Encode()}
+}
+
 // compact drops empty messages and fills task and job.
 func compact(j core.Job, msgs ...core.OutboxMessage) []core.OutboxMessage {
 	out := msgs[:0]
@@ -92,7 +100,7 @@ func (s *Service) Claimed(ctx context.Context, j core.Job) []core.OutboxMessage 
 	s.mu.Lock()
 	s.statusAt[j.ID] = s.cfg.Now()
 	s.mu.Unlock()
-	return compact(j, react(j.TriggerMsgID, EmojiClaimed), statusMsg(s.say("claimed", "piece", j.Piece)))
+	return compact(j, react(j.TriggerMsgID, EmojiClaimed), s.runningMsg(j.ID, s.say("claimed", "piece", j.Piece)))
 }
 
 // Finishing implements worker.Notifier: the answer, the question or the
@@ -112,6 +120,11 @@ func (s *Service) Finishing(ctx context.Context, j core.Job, fin core.Finish) []
 		return compact(j, msgs...)
 	case core.JobWaitingHuman:
 		return compact(j, postMsg(fin.Question), statusMsg(s.say("asking")))
+	case core.JobWaitingApproval:
+		if fin.Approval == nil {
+			return nil
+		}
+		return compact(j, s.approvalMsgs(j, *fin.Approval)...)
 	case core.JobWaitingSubtasks:
 		var list strings.Builder
 		for _, c := range fin.Children {
@@ -130,7 +143,10 @@ func (s *Service) Finishing(ctx context.Context, j core.Job, fin core.Finish) []
 		// panic's stack trace) stays in the job's error field and the log.
 		reason, _, _ = strings.Cut(reason, "\n")
 		text := s.say("failed", "job", id, "reason", reason)
-		return compact(j, postMsg(text), unreact(j.TriggerMsgID, EmojiClaimed), react(j.TriggerMsgID, EmojiFailed), statusMsg(text))
+		failed := core.OutboxMessage{Kind: core.OutboxPost, Payload: Payload{Text: text, Buttons: []Button{
+			{Action: actionRetry + ":" + id, Label: s.say("button_retry"), Style: StylePrimary},
+		}}.Encode()}
+		return compact(j, failed, unreact(j.TriggerMsgID, EmojiClaimed), react(j.TriggerMsgID, EmojiFailed), statusMsg(text))
 	case core.JobAborted:
 		who := "someone"
 		if cur, err := s.store.Job(ctx, j.ID); err == nil && cur.AbortedBy != "" {
@@ -257,7 +273,7 @@ func (s *Service) Observe(ctx context.Context, st engine.Status) {
 	text := s.say("progress", "piece", st.Piece, "movement", st.Movement, "count", strconv.Itoa(st.MovementCount),
 		"max", strconv.Itoa(st.MaxMovements), "iteration", strconv.Itoa(st.Iteration),
 		"tokens", strconv.FormatInt(st.Tokens, 10), "elapsed", elapsed, "level", level)
-	if err := s.store.AddOutbox(ctx, compact(j, statusMsg(text))...); err != nil {
+	if err := s.store.AddOutbox(ctx, compact(j, s.runningMsg(j.ID, text))...); err != nil {
 		s.log.Warn("writing a status update failed", "job", st.JobID, "err", err)
 		return
 	}

@@ -35,7 +35,8 @@ type recordingQueue struct {
 	core.Queue
 
 	mu       sync.Mutex
-	enqueued []int64 // guarded by mu: job ids, in order
+	enqueued []int64  // guarded by mu: job ids, in order
+	resumed  []string // guarded by mu: approval keys, in order
 }
 
 func (q *recordingQueue) Enqueue(_ context.Context, jobID int64) error {
@@ -43,6 +44,21 @@ func (q *recordingQueue) Enqueue(_ context.Context, jobID int64) error {
 	defer q.mu.Unlock()
 	q.enqueued = append(q.enqueued, jobID)
 	return nil
+}
+
+// Resume records a job resumed after a decision and reports it resumed.
+func (q *recordingQueue) Resume(_ context.Context, jobID, waitSeq int64) (bool, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.resumed = append(q.resumed, core.ApprovalKey(jobID, waitSeq))
+	return true, nil
+}
+
+// Resumed returns the (job, wait) keys resumed so far, in order.
+func (q *recordingQueue) Resumed() []string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return slices.Clone(q.resumed)
 }
 
 // Enqueued returns the ids of the jobs enqueued so far, in order.

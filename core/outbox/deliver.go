@@ -41,9 +41,9 @@ func (d *Deliverer) send(ctx context.Context, task core.Task, m core.OutboxMessa
 	}
 	switch m.Kind {
 	case core.OutboxPost:
-		return d.post(ctx, task.Thread, m.ID, p.Text)
+		return d.post(ctx, task.Thread, m.ID, p.Text, p.Buttons)
 	case core.OutboxUpdate:
-		return d.update(ctx, task.Thread, m.JobID, p.Text)
+		return d.update(ctx, task, m, p)
 	case core.OutboxReact, core.OutboxUnreact:
 		return d.react(ctx, task.Thread, p, m.Kind == core.OutboxUnreact)
 	case core.OutboxUpload:
@@ -56,8 +56,9 @@ func (d *Deliverer) send(ctx context.Context, task core.Task, m core.OutboxMessa
 // post posts text in parts of at most Limits().Post characters, or as a
 // file when that takes more than MaxParts posts. A retry after a failure
 // mid-way goes on with the first part not delivered. It returns the id of
-// the first part.
-func (d *Deliverer) post(ctx context.Context, thread core.ThreadRef, id int64, text string) (string, error) {
+// the first part. Buttons go with the last part, where the platform
+// shows them.
+func (d *Deliverer) post(ctx context.Context, thread core.ThreadRef, id int64, text string, buttons []chat.Button) (string, error) {
 	lim := d.poster.Limits()
 	parts := d.split(text, lim.Post)
 	if len(parts) == 0 {
@@ -84,7 +85,12 @@ func (d *Deliverer) post(ctx context.Context, thread core.ThreadRef, id int64, t
 	d.mu.Unlock()
 	for i := pr.done; i < len(parts); i++ {
 		var msgID string
+		last := i == len(parts)-1
 		err := d.pace.do(ctx, thread, d.cfg.Now, lim.Every, func() (err error) {
+			if bp, ok := d.poster.(chat.ButtonPoster); ok && last && len(buttons) > 0 {
+				msgID, err = bp.PostButtons(ctx, thread, parts[i], buttons)
+				return err
+			}
 			msgID, err = d.poster.Post(ctx, thread, parts[i])
 			return err
 		})
@@ -126,34 +132,51 @@ func (d *Deliverer) split(text string, limit int) []string {
 	return out
 }
 
-// update shows text in the job's status message: it posts the message the
-// first time and edits it afterwards. It returns the status message's id,
-// so that the store finds it for the job's later updates.
-func (d *Deliverer) update(ctx context.Context, thread core.ThreadRef, jobID int64, text string) (string, error) {
-	if jobID == 0 {
+// update shows p in the message m.Ref names (the job's status message
+// when it names none): it posts the message the first time and edits it
+// afterwards. It returns the message's id, so that the store finds it for
+// the later updates. On a ButtonPoster every update goes with p's buttons,
+// none removing those the message had.
+func (d *Deliverer) update(ctx context.Context, task core.Task, m core.OutboxMessage, p chat.Payload) (string, error) {
+	thread, text := task.Thread, p.Text
+	what := fmt.Sprintf("status of job %d", m.JobID)
+	if m.Ref != "" {
+		what = fmt.Sprintf("message %s", m.Ref)
+	} else if m.JobID == 0 {
 		return "", permanent("status update without a job")
 	}
 	if strings.TrimSpace(text) == "" {
-		return "", permanent("empty status update")
+		return "", permanent("empty update of %s", what)
 	}
+	bp, buttons := d.poster.(chat.ButtonPoster)
 	lim := d.poster.Limits()
-	statusID, err := d.store.StatusMessage(ctx, jobID)
+	var id string
+	var err error
+	if m.Ref != "" {
+		id, err = d.store.RefMessage(ctx, task.ID, m.Ref)
+	} else {
+		id, err = d.store.StatusMessage(ctx, m.JobID)
+	}
 	if errors.Is(err, core.ErrNotFound) {
 		if lim.Post > 0 {
 			text = cutRunes(text, lim.Post)
 		}
 		var msgID string
 		err := d.pace.do(ctx, thread, d.cfg.Now, lim.Every, func() (err error) {
+			if buttons && len(p.Buttons) > 0 {
+				msgID, err = bp.PostButtons(ctx, thread, text, p.Buttons)
+				return err
+			}
 			msgID, err = d.poster.Post(ctx, thread, text)
 			return err
 		})
 		if err != nil {
-			return "", fmt.Errorf("post status of job %d: %w", jobID, err)
+			return "", fmt.Errorf("post %s: %w", what, err)
 		}
 		return msgID, nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("find status message of job %d: %w", jobID, err)
+		return "", fmt.Errorf("find %s: %w", what, err)
 	}
 	n := lim.Update
 	if n <= 0 {
@@ -162,10 +185,15 @@ func (d *Deliverer) update(ctx context.Context, thread core.ThreadRef, jobID int
 	if n > 0 {
 		text = cutBytes(text, n)
 	}
-	if err := d.poster.Update(ctx, thread, statusID, text); err != nil {
-		return "", fmt.Errorf("update status of job %d: %w", jobID, err)
+	if buttons {
+		err = bp.UpdateButtons(ctx, thread, id, text, p.Buttons)
+	} else {
+		err = d.poster.Update(ctx, thread, id, text)
 	}
-	return statusID, nil
+	if err != nil {
+		return "", fmt.Errorf("update %s: %w", what, err)
+	}
+	return id, nil
 }
 
 // react adds or removes an emoji; an empty MsgID means the thread's root
@@ -215,7 +243,7 @@ func (d *Deliverer) upload(ctx context.Context, task core.Task, id int64, p chat
 	defer f.Close()
 	if limit := d.cfg.MaxFileBytes; limit > 0 && st.Size() > limit {
 		d.log.Info("an upload is over the size limit; posting a note instead", "task_id", task.ID, "file", rel, "bytes", st.Size(), "limit", limit)
-		return d.post(ctx, task.Thread, id, chat.UploadTooLarge(d.cfg.Locale, rel, st.Size(), limit))
+		return d.post(ctx, task.Thread, id, chat.UploadTooLarge(d.cfg.Locale, rel, st.Size(), limit), nil)
 	}
 	plat := textPlatform(task.Thread.Platform)
 	name := chattext.NeutralizeName(p.Name, plat)

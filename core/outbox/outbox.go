@@ -46,6 +46,9 @@ type Store interface {
 	// StatusMessage returns the platform id of a job's status message, or
 	// an error wrapping core.ErrNotFound when none was delivered yet.
 	StatusMessage(ctx context.Context, jobID int64) (string, error)
+	// RefMessage returns the platform id of the first update delivered
+	// under ref in task taskID, or an error wrapping core.ErrNotFound.
+	RefMessage(ctx context.Context, taskID int64, ref string) (string, error)
 }
 
 var _ Store = core.Store(nil)
