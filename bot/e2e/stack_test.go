@@ -18,6 +18,7 @@ import (
 	"github.com/baton-bot/baton/core/llm"
 	"github.com/baton-bot/baton/core/llmtest"
 	"github.com/baton-bot/baton/core/piece"
+	"github.com/baton-bot/baton/core/policy"
 	"github.com/baton-bot/baton/core/sandbox"
 	"github.com/baton-bot/baton/core/sqlite"
 	"github.com/baton-bot/baton/core/tokens"
@@ -44,6 +45,10 @@ type stackOptions struct {
 	// MaxFileBytes caps attachments (files.max_bytes); 0 keeps the
 	// service's default.
 	MaxFileBytes int64
+	// Rules are the approvals policy's configured rules (none: every call
+	// runs); ApprovalTimeout its timeout (1h).
+	Rules           []policy.Rule
+	ApprovalTimeout time.Duration
 }
 
 // startStack builds and runs the stack for t.
@@ -77,7 +82,8 @@ func startStack(t testing.TB, opts stackOptions) *system {
 	q := queue.NewMemory(queue.Options{Lease: 5 * time.Second})
 	t.Cleanup(func() { q.Close() })
 	svc := chat.NewService(st, q, chat.Config{DefaultPiece: "chat", Pieces: lib, Access: opts.Access, MaxFileBytes: opts.MaxFileBytes})
-	eng, err := engine.New(client, st, lib, box, tokens.Default(), engine.Config{Model: "m", ContextWindow: 100000, Observer: svc})
+	eng, err := engine.New(client, st, lib, box, tokens.Default(), engine.Config{Model: "m", ContextWindow: 100000, Observer: svc,
+		Gate: policy.New(opts.Rules, st), ApprovalTimeout: opts.ApprovalTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
