@@ -64,6 +64,7 @@ type system struct {
 
 	mu         sync.Mutex
 	deliverers []*outbox.Deliverer // guarded by mu
+	expiryOnce sync.Once // starts the approvals timeout sweep
 	running    sync.WaitGroup      // the deliverers' loops
 }
 
@@ -96,8 +97,23 @@ func (s *system) deliver(ctx context.Context, platform core.Platform, poster cha
 		defer s.running.Done()
 		_ = d.Run(ctx)
 	}()
+	if s.chat != nil {
+		// Where threads are delivered, undecided approvals are denied once
+		// their time is up; once per process, whatever the platforms.
+		s.expiryOnce.Do(func() {
+			s.running.Add(1)
+			go func() {
+				defer s.running.Done()
+				s.chat.RunExpiry(ctx, approvalSweep)
+			}()
+		})
+	}
 	return d
 }
+
+// approvalSweep is how often undecided approvals past their deadline are
+// looked for: a timeout is honoured within it.
+const approvalSweep = 15 * time.Second
 
 // kick wakes every deliverer.
 func (s *system) kick() {
