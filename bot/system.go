@@ -64,7 +64,7 @@ type system struct {
 
 	mu         sync.Mutex
 	deliverers []*outbox.Deliverer // guarded by mu
-	expiryOnce sync.Once // starts the approvals timeout sweep
+	expiryOnce sync.Once           // starts the approvals timeout sweep
 	running    sync.WaitGroup      // the deliverers' loops
 }
 
