@@ -8,6 +8,7 @@ package e2e_test
 import (
 	"context"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -35,6 +36,9 @@ type system struct {
 	Service       *chat.Service
 	WorkspaceRoot string
 	MaxFileBytes  int64 // Options.MaxFileBytes, for the deliverers a test adds
+	// Stop ends the stack now, as the end of its process would: the pool,
+	// the in-process queue and the store. The test's end does it too.
+	Stop func()
 }
 
 // stackOptions configure startStack.
@@ -49,18 +53,31 @@ type stackOptions struct {
 	// runs); ApprovalTimeout its timeout (1h).
 	Rules           []policy.Rule
 	ApprovalTimeout time.Duration
+	// Dir, when set, holds the store and the workspaces, so that a second
+	// stack over the same Dir is the same Baton after a restart.
+	Dir string
 }
 
 // startStack builds and runs the stack for t.
 func startStack(t testing.TB, opts stackOptions) *system {
 	t.Helper()
 	ctx := context.Background()
-	wsRoot := t.TempDir()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "baton.db"), sqlite.Options{WorkspaceRoot: wsRoot})
+	wsRoot, dbDir := t.TempDir(), t.TempDir()
+	if opts.Dir != "" {
+		wsRoot, dbDir = filepath.Join(opts.Dir, "workspaces"), opts.Dir
+	}
+	st, err := sqlite.Open(ctx, filepath.Join(dbDir, "baton.db"), sqlite.Options{WorkspaceRoot: wsRoot})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { st.Close() })
+	var stops []func()
+	stopAll := sync.OnceFunc(func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	})
+	t.Cleanup(stopAll)
+	stops = append(stops, func() { st.Close() })
 	sb, err := sandbox.New(context.Background(), sandbox.Config{Mode: sandbox.None})
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +97,7 @@ func startStack(t testing.TB, opts stackOptions) *system {
 		t.Fatal(err)
 	}
 	q := queue.NewMemory(queue.Options{Lease: 5 * time.Second})
-	t.Cleanup(func() { q.Close() })
+	stops = append(stops, func() { q.Close() })
 	svc := chat.NewService(st, q, chat.Config{DefaultPiece: "chat", Pieces: lib, Access: opts.Access, MaxFileBytes: opts.MaxFileBytes})
 	eng, err := engine.New(client, st, lib, box, tokens.Default(), engine.Config{Model: "m", ContextWindow: 100000, Observer: svc,
 		Gate: policy.New(opts.Rules, st), ApprovalTimeout: opts.ApprovalTimeout})
@@ -95,6 +112,6 @@ func startStack(t testing.TB, opts stackOptions) *system {
 	pctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = pool.Run(pctx) }()
-	t.Cleanup(func() { stop(); <-done })
-	return &system{LLM: srv, Store: st, Queue: q, Service: svc, WorkspaceRoot: wsRoot, MaxFileBytes: opts.MaxFileBytes}
+	stops = append(stops, func() { stop(); <-done })
+	return &system{LLM: srv, Store: st, Queue: q, Service: svc, WorkspaceRoot: wsRoot, MaxFileBytes: opts.MaxFileBytes, Stop: stopAll}
 }
