@@ -43,7 +43,7 @@ func (s *Service) approvalMsgs(j core.Job, a core.Approval) []core.OutboxMessage
 	}
 	return []core.OutboxMessage{
 		{Kind: core.OutboxUpdate, Ref: approvalRef(key), Payload: Payload{Text: text, Buttons: buttons}.Encode()},
-		statusMsg(s.say("waiting_approval", "tool", a.Tool)),
+		s.runningMsg(j.ID, s.say("waiting_approval", "tool", a.Tool)), // Stop still ends it
 	}
 }
 
