@@ -195,6 +195,18 @@ func (s *Service) record(ctx context.Context, a core.Approval, v core.Verdict, b
 	return Reply{}, nil
 }
 
+// approvalAborted edits the approval message of job j, which waited for
+// it and was stopped by who: its buttons go, nothing ran.
+func (s *Service) approvalAborted(ctx context.Context, j core.Job, who Author) core.OutboxMessage {
+	a, err := s.store.Approval(ctx, j.ID, j.WaitSeq)
+	if err != nil {
+		s.log.Warn("the approval of a stopped job was not found", "job", j.ID, "err", err)
+		return core.OutboxMessage{}
+	}
+	text := s.say("approval_stopped", "tool", a.Tool, "who", mention(who)) + "\n" + fence(a.Preview)
+	return core.OutboxMessage{Kind: core.OutboxUpdate, Ref: approvalRef(a.Key()), Payload: Payload{Text: text}.Encode()}
+}
+
 // decider names who decided an approval.
 func (s *Service) decider(by string) string {
 	if by == core.DecidedByTimeout || by == "" {

@@ -134,14 +134,19 @@ func (s *Service) abort(ctx context.Context, task core.Task, who Author) (Reply,
 	if !s.mayAbort(task, who) {
 		return Reply{Text: s.say("not_allowed_abort")}, nil
 	}
+	waited := j
 	j, err = s.dispatch.Abort(ctx, j.ID, who.ID)
 	if err != nil {
 		return Reply{}, err
 	}
 	if j.State == core.JobAborted {
 		// It was not running: no worker will announce it.
+		var more []core.OutboxMessage
+		if waited.State == core.JobWaitingApproval {
+			more = append(more, s.approvalAborted(ctx, waited, who))
+		}
 		s.postJob(ctx, j, s.say("aborted", "job", strconv.FormatInt(j.ID, 10), "who", mention(who)),
-			react(j.TriggerMsgID, EmojiFailed))
+			append(more, react(j.TriggerMsgID, EmojiFailed), statusMsg(s.say("aborted", "job", strconv.FormatInt(j.ID, 10), "who", mention(who))))...)
 	}
 	return Reply{Text: s.say("abort_requested", "job", strconv.FormatInt(j.ID, 10), "who", mention(who))}, nil
 }
