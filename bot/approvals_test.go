@@ -1,12 +1,17 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/baton-bot/baton/core/policy"
 )
 
 func TestLoadConfigApprovals(t *testing.T) {
@@ -184,6 +189,87 @@ func TestValidateApprovals(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSystemApprovals: the system hands the engine the configured policy
+// over the store, and the conversation service the approvers.
+func TestSystemApprovals(t *testing.T) {
+	bash := func(command string) policy.Request {
+		args, err := json.Marshal(map[string]string{"command": command})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return policy.Request{Kind: policy.Builtin, Tool: "Bash", Subject: policy.Subject("Bash", string(args)), Channel: "slack:C1"}
+	}
+	newGate := func(t *testing.T, a ApprovalsConfig) *policy.Policy {
+		t.Helper()
+		cfg := DefaultConfig()
+		cfg.DataDir = t.TempDir()
+		cfg.Tools.Bash.Sandbox = "none"
+		cfg.Approvals = a
+		if err := cfg.Validate(); err != nil {
+			t.Fatalf("Validate: %v", err)
+		}
+		sys, err := newSystem(context.Background(), cfg, slog.New(slog.DiscardHandler), systemOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { sys.Close() })
+		if sys.gate == nil {
+			t.Fatal("the system has no approvals policy")
+		}
+		return sys.gate
+	}
+	decide := func(t *testing.T, gate *policy.Policy, q policy.Request) policy.Decision {
+		t.Helper()
+		d, err := gate.Decide(context.Background(), q)
+		if err != nil {
+			t.Fatalf("Decide(%+v): %v", q, err)
+		}
+		return d
+	}
+
+	t.Run("configured rules", func(t *testing.T) {
+		a := DefaultConfig().Approvals
+		a.Rules = []ApprovalRule{
+			{Tool: "Bash", Match: `^rm -rf /`, Action: "deny"},
+			{Tool: "Bash", Match: `(^|\s)git push`, Action: "ask"},
+		}
+		gate := newGate(t, a)
+		tests := []struct {
+			command string
+			want    policy.Decision
+		}{
+			{"git push origin main", policy.Decision{Action: policy.Ask, Rule: "approvals.rules[1]"}},
+			{"cd repo && git push", policy.Decision{Action: policy.Ask, Rule: "approvals.rules[1]"}},
+			{"rm -rf / --no-preserve-root", policy.Decision{Action: policy.Deny, Rule: "approvals.rules[0]"}},
+			{"git status", policy.Decision{Action: policy.Allow, Rule: "default"}},
+		}
+		for _, tt := range tests {
+			if diff := cmp.Diff(tt.want, decide(t, gate, bash(tt.command))); diff != "" {
+				t.Errorf("%q (-want +got):\n%s", tt.command, diff)
+			}
+		}
+	})
+	t.Run("no approvals section", func(t *testing.T) {
+		gate := newGate(t, DefaultConfig().Approvals)
+		want := policy.Decision{Action: policy.Allow, Rule: "default"}
+		if diff := cmp.Diff(want, decide(t, gate, bash("git push origin main"))); diff != "" {
+			t.Errorf("without rules (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("approvers", func(t *testing.T) {
+		cfg := DefaultConfig()
+		cfg.Access.Admins = []string{"slack:UADMIN"}
+		cfg.Approvals.Approvers = []string{"slack:U1", "discord-role:7"}
+		got := chatAccess(cfg)
+		if diff := cmp.Diff([]string{"slack:U1", "discord-role:7"}, got.Approvers); diff != "" {
+			t.Errorf("chat.Access.Approvers (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff([]string{"slack:UADMIN"}, got.Admins); diff != "" {
+			t.Errorf("chat.Access.Admins (-want +got):\n%s", diff)
+		}
+	})
 }
 
 func TestApprovalsDefaults(t *testing.T) {
