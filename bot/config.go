@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -19,6 +20,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/baton-bot/baton/core/policy"
 )
 
 // Config is Baton's whole configuration. The yaml names are a public
@@ -47,6 +50,7 @@ type Config struct {
 	Slack      SlackConfig      `yaml:"slack"`
 	Discord    DiscordConfig    `yaml:"discord"`
 	Access     AccessConfig     `yaml:"access"`
+	Approvals  ApprovalsConfig  `yaml:"approvals"`
 }
 
 // LLMConfig is the OpenAI-compatible endpoint and its limits.
@@ -190,6 +194,93 @@ type AccessConfig struct {
 	AnswerBy        string   `yaml:"answer_by"` // participants | owner
 }
 
+// ApprovalsConfig is the approvals policy (core/policy): which of the
+// agent's tool calls run, wait for a person's decision in the thread, or are
+// refused, and who besides the requester and access.admins may decide.
+// Approvers and rules are read from the file only, as the access lists are.
+type ApprovalsConfig struct {
+	// Timeout is how long an approval waits; undecided, it is denied.
+	Timeout time.Duration `yaml:"timeout"`
+	// Approvers are platform-qualified users or groups, as in
+	// access.allowed_users.
+	Approvers []string `yaml:"approvers"`
+	// Rules are tried in order and the first that matches decides; with
+	// none matching, Baton's own tools run.
+	Rules []ApprovalRule `yaml:"rules"`
+}
+
+// ApprovalRule is one configured rule as written; policyRules turns it into
+// a policy.Rule.
+type ApprovalRule struct {
+	Tool     string   `yaml:"tool"`     // a tool name or a glob of names (path.Match syntax)
+	Match    string   `yaml:"match"`    // Go regular expression found in the call's subject (anchor it with ^ $); empty: any
+	Channels []string `yaml:"channels"` // platform-qualified channels; empty: every channel
+	Action   string   `yaml:"action"`   // allow | ask | deny
+}
+
+// policyRules returns the rules as the policy takes them (regular
+// expressions compiled, each named approvals.rules[i]), or every problem
+// with them, each a *ConfigError naming the key to change
+// (approvals.rules[1].match).
+func (a ApprovalsConfig) policyRules() ([]policy.Rule, []*ConfigError) {
+	var rules []policy.Rule
+	var errs []*ConfigError
+	fail := func(key, msg string) { errs = append(errs, &ConfigError{Key: key, Msg: msg}) }
+	for i, r := range a.Rules {
+		key := fmt.Sprintf("approvals.rules[%d]", i)
+		before := len(errs)
+		rule := policy.Rule{Tool: r.Tool, Channels: slices.Clone(r.Channels), Action: policy.Action(r.Action), Name: key}
+		if r.Tool == "" {
+			fail(key+".tool", "is required: a tool name such as Bash or a glob such as mcp__github__*")
+		} else if _, err := path.Match(r.Tool, ""); err != nil {
+			fail(key+".tool", fmt.Sprintf("%q is not a glob (path.Match syntax): %v", r.Tool, err))
+		}
+		if r.Match != "" {
+			re, err := regexp.Compile(r.Match)
+			if err != nil {
+				fail(key+".match", err.Error())
+			}
+			rule.Match = re
+		}
+		for j, ch := range r.Channels {
+			if msg := idProblem(ch, channelKinds); msg != "" {
+				fail(fmt.Sprintf("%s.channels[%d]", key, j), msg)
+			}
+		}
+		if r.Action == "" {
+			fail(key+".action", "is required: allow | ask | deny")
+		} else if _, ok := policy.ParseAction(r.Action); !ok {
+			fail(key+".action", fmt.Sprintf("must be one of allow | ask | deny, got %q", r.Action))
+		}
+		// The policy has the last word on what a rule may be.
+		if len(errs) == before {
+			if err := rule.Validate(); err != nil {
+				fail(key, err.Error())
+			}
+		}
+		rules = append(rules, rule)
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return rules, nil
+}
+
+// problems returns what is wrong with the approvers and the rules, each a
+// *ConfigError naming its key. They are read from the file only, so
+// decodeConfig reports them with their lines; Validate reports them too,
+// for a configuration built otherwise.
+func (a ApprovalsConfig) problems() []*ConfigError {
+	var errs []*ConfigError
+	for j, id := range a.Approvers {
+		if msg := idProblem(id, userKinds); msg != "" {
+			errs = append(errs, &ConfigError{Key: fmt.Sprintf("approvals.approvers[%d]", j), Msg: msg})
+		}
+	}
+	_, ruleErrs := a.policyRules()
+	return append(errs, ruleErrs...)
+}
+
 // DefaultConfig returns the configuration used when no file sets a key. It
 // is the single place defaults live; configs/baton.yaml must equal it.
 func DefaultConfig() Config {
@@ -248,6 +339,11 @@ func DefaultConfig() Config {
 			AbortBy:         "owner_and_admins",
 			AnswerBy:        "participants",
 		},
+		Approvals: ApprovalsConfig{
+			Timeout:   time.Hour,
+			Approvers: []string{},
+			Rules:     []ApprovalRule{},
+		},
 	}
 }
 
@@ -303,7 +399,9 @@ func LoadConfig(path string, env func(string) string) (Config, error) {
 			return Config{}, err
 		}
 	}
-	applyEnv(&cfg, env)
+	if err := applyEnv(&cfg, env); err != nil {
+		return Config{}, err
+	}
 	wd, err := os.Getwd()
 	if err != nil {
 		return Config{}, fmt.Errorf("load config: working directory: %w", err)
@@ -328,26 +426,58 @@ func decodeConfig(data []byte, file string, cfg *Config) error {
 		}
 		return &ConfigError{File: file, Line: doc.Line, Msg: "the config must be a mapping of keys"}
 	}
-	keys := map[int]string{} // line → dotted key, to name keys in decoder errors
-	if err := checkKeys(doc, reflect.TypeOf(Config{}), "", file, keys); err != nil {
+	lines := keyLines{byLine: map[int]string{}, byKey: map[string]int{}}
+	if err := checkKeys(doc, reflect.TypeOf(Config{}), "", file, lines); err != nil {
 		return err
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
-		return yamlError(file, err, keys)
+		return yamlError(file, err, lines.byLine)
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err == nil {
 		return &ConfigError{File: file, Line: extra.Line, Msg: "only one YAML document is allowed"}
 	}
-	return nil
+	// What only the file sets is checked here, where its lines are known.
+	errs := cfg.Approvals.problems()
+	for _, e := range errs {
+		e.File, e.Line = file, lines.of(e.Key)
+	}
+	return joinConfigErrors(errs)
+}
+
+// joinConfigErrors joins errs as errors.Join does; nil when there are none.
+func joinConfigErrors(errs []*ConfigError) error {
+	all := make([]error, len(errs))
+	for i, e := range errs {
+		all[i] = e
+	}
+	return errors.Join(all...)
+}
+
+// keyLines records where a file writes each key.
+type keyLines struct {
+	byLine map[int]string // line → dotted key, to name keys in decoder errors
+	byKey  map[string]int // dotted key, list items as key[i] → line
+}
+
+// of returns the line of key, or of the nearest enclosing key the file
+// writes (a rule's line for its missing tool); 0 when none.
+func (l keyLines) of(key string) int {
+	for key != "" {
+		if line, ok := l.byKey[key]; ok {
+			return line
+		}
+		key = key[:max(strings.LastIndexAny(key, ".["), 0)]
+	}
+	return 0
 }
 
 // checkKeys walks a mapping against the struct type t and reports the first
 // key that t has no field for, naming it in full. It records every key's
-// line in keys.
-func checkKeys(n *yaml.Node, t reflect.Type, prefix, file string, keys map[int]string) error {
+// line in lines, and descends into lists (approvals.rules[1].match).
+func checkKeys(n *yaml.Node, t reflect.Type, prefix, file string, lines keyLines) error {
 	if n.Kind != yaml.MappingNode {
 		return nil // a scalar where a section belongs: the decoder reports it
 	}
@@ -363,10 +493,22 @@ func checkKeys(n *yaml.Node, t reflect.Type, prefix, file string, keys map[int]s
 			}
 			return &ConfigError{File: file, Line: k.Line, Key: name, Msg: msg}
 		}
-		keys[k.Line] = name
-		if f.Type.Kind() == reflect.Struct {
-			if err := checkKeys(v, f.Type, name+".", file, keys); err != nil {
+		lines.byLine[k.Line] = name
+		lines.byKey[name] = k.Line
+		switch {
+		case f.Type.Kind() == reflect.Struct:
+			if err := checkKeys(v, f.Type, name+".", file, lines); err != nil {
 				return err
+			}
+		case f.Type.Kind() == reflect.Slice && v.Kind == yaml.SequenceNode:
+			for j, item := range v.Content {
+				at := fmt.Sprintf("%s[%d]", name, j)
+				lines.byKey[at] = item.Line
+				if f.Type.Elem().Kind() == reflect.Struct {
+					if err := checkKeys(item, f.Type.Elem(), at+".", file, lines); err != nil {
+						return err
+					}
+				}
 			}
 		}
 	}
@@ -441,11 +583,19 @@ func wantOf(key string) string {
 		if t.Kind() != reflect.Struct {
 			return ""
 		}
-		f, ok := yamlFields(t)[part]
+		name, item := strings.CutSuffix(part, "]")
+		name, _, _ = strings.Cut(name, "[")
+		f, ok := yamlFields(t)[name]
 		if !ok {
 			return ""
 		}
 		t = f.Type
+		if item {
+			if t.Kind() != reflect.Slice {
+				return ""
+			}
+			t = t.Elem()
+		}
 	}
 	switch {
 	case t == reflect.TypeOf(time.Duration(0)):
@@ -467,7 +617,8 @@ func wantOf(key string) string {
 }
 
 // applyEnv applies the environment overrides; an empty variable is unset.
-func applyEnv(cfg *Config, env func(string) string) {
+// A value that is not of its key's type is a *ConfigError.
+func applyEnv(cfg *Config, env func(string) string) error {
 	str := func(name string, dst *string) {
 		if v := env(name); v != "" {
 			*dst = v
@@ -488,6 +639,14 @@ func applyEnv(cfg *Config, env func(string) string) {
 	secret("DISCORD_BOT_TOKEN", &cfg.Discord.BotToken)
 	secret("BATON_API_TOKEN", &cfg.API.Token)
 	str("BATON_DATA_DIR", &cfg.DataDir)
+	if v := env("BATON_APPROVALS_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return &ConfigError{Key: "approvals.timeout", Msg: fmt.Sprintf("BATON_APPROVALS_TIMEOUT: want a duration such as 30s, got %q", v)}
+		}
+		cfg.Approvals.Timeout = d
+	}
+	return nil
 }
 
 // resolvePaths makes the relative paths in c absolute against wd.
@@ -618,6 +777,11 @@ func (c Config) Validate() error {
 	v.oneOf("access.abort_by", c.Access.AbortBy, "owner_and_admins", "anyone")
 	v.oneOf("access.answer_by", c.Access.AnswerBy, "participants", "owner")
 
+	v.duration("approvals.timeout", c.Approvals.Timeout)
+	for _, e := range c.Approvals.problems() {
+		v.errs = append(v.errs, e)
+	}
+
 	return errors.Join(v.errs...)
 }
 
@@ -712,18 +876,18 @@ func (v *validator) secret(key string, s Secret, envName, why string) {
 
 func (v *validator) ids(key string, ids []string, kinds []string) {
 	for _, id := range ids {
-		kind, rest, ok := strings.Cut(id, ":")
-		valid := ok && rest != ""
-		if valid {
-			valid = false
-			for _, k := range kinds {
-				if kind == k {
-					valid = true
-				}
-			}
-		}
-		if !valid {
-			v.fail(key, fmt.Sprintf("%q must be written as <platform>:<id> with platform one of %s", id, strings.Join(kinds, ", ")))
+		if msg := idProblem(id, kinds); msg != "" {
+			v.fail(key, msg)
 		}
 	}
+}
+
+// idProblem says what is wrong with a platform-qualified id whose platform
+// must be one of kinds, or "" when nothing is.
+func idProblem(id string, kinds []string) string {
+	kind, rest, ok := strings.Cut(id, ":")
+	if ok && rest != "" && slices.Contains(kinds, kind) {
+		return ""
+	}
+	return fmt.Sprintf("%q must be written as <platform>:<id> with platform one of %s", id, strings.Join(kinds, ", "))
 }

@@ -18,6 +18,7 @@ func FuzzConfig(f *testing.F) {
 	f.Add("slack: [1, 2\n")
 	f.Add("queue:\n  lease: -1s\nworkers:\n  concurrency: 0\n")
 	f.Add("access:\n  admins: {a: b}\n")
+	f.Add("approvals:\n  approvers: [U1]\n  rules:\n    - tool: '['\n      match: '('\n      channels: [C1]\n    - {tool: Bash, action: ask, extra: 1}\n")
 	f.Add("&a [*a, *a]\n")
 	f.Add("\t\x00\xff")
 	f.Fuzz(func(t *testing.T, data string) {

@@ -24,6 +24,7 @@ import (
 	"github.com/baton-bot/baton/core/llm"
 	"github.com/baton-bot/baton/core/outbox"
 	"github.com/baton-bot/baton/core/piece"
+	"github.com/baton-bot/baton/core/policy"
 	"github.com/baton-bot/baton/core/sandbox"
 	"github.com/baton-bot/baton/core/sqlite"
 	"github.com/baton-bot/baton/core/tokens"
@@ -50,6 +51,7 @@ type system struct {
 	redisAddr string
 
 	pieces   *piece.Library
+	gate     *policy.Policy // the approvals policy the engine consults before each tool call
 	engine   *engine.Engine
 	pool     *worker.Pool
 	dispatch worker.Dispatch
@@ -301,6 +303,10 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger, opts systemOpt
 	if err := piecesOutsideWorkspaces(cfg); err != nil {
 		return nil, err
 	}
+	rules, errs := cfg.Approvals.policyRules()
+	if len(errs) > 0 {
+		return nil, joinConfigErrors(errs) // Validate refuses them first
+	}
 	if sys.store, err = openStore(ctx, cfg, log); err != nil {
 		return nil, err
 	}
@@ -346,16 +352,13 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger, opts systemOpt
 		sys.queueName = "Redis at " + sys.redisAddr
 		sys.closers = append(sys.closers, client.Close)
 	}
+	sys.gate = policy.New(rules, sys.store)
 	var observer engine.Observer
 	var notifier worker.Notifier
 	if opts.converse {
 		sys.chat = chat.NewService(sys.store, sys.queue, chat.Config{
 			DefaultPiece: cfg.DefaultPiece, Pieces: sys.pieces, Locale: cfg.Locale, MaxFileBytes: cfg.Files.MaxBytes,
-			Access: chat.Access{
-				Admins: cfg.Access.Admins, AllowedUsers: cfg.Access.AllowedUsers, AllowedChannels: cfg.Access.AllowedChannels,
-				AbortBy: cfg.Access.AbortBy, AnswerBy: cfg.Access.AnswerBy,
-			},
-			Kick: sys.kick, Logger: log,
+			Access: chatAccess(cfg), Kick: sys.kick, Logger: log,
 		})
 		observer, notifier = sys.chat, sys.chat
 	}
@@ -375,7 +378,7 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger, opts systemOpt
 		},
 		ToolResultMaxTokens: cfg.Context.ToolResultMaxTokens, ReminderAfter: cfg.Agent.ReminderAfter,
 		WorkspaceRoot: workspaceRoot(cfg), MaxWorkspaceBytes: cfg.Workspaces.MaxBytes,
-		Floor:   sys.floor,
+		Floor: sys.floor, Gate: sys.gate, ApprovalTimeout: cfg.Approvals.Timeout,
 		Sandbox: sb, Observer: observer, Meter: sys.metrics, Logger: log,
 	})
 	if err != nil {
@@ -391,6 +394,16 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger, opts systemOpt
 	})
 	sys.rec = &worker.Reconciler{Store: sys.store, Queue: sys.queue, Logger: log}
 	return sys, nil
+}
+
+// chatAccess is who may use Baton and decide its approvals, as the
+// conversation service takes it.
+func chatAccess(cfg Config) chat.Access {
+	return chat.Access{
+		Admins: cfg.Access.Admins, AllowedUsers: cfg.Access.AllowedUsers, AllowedChannels: cfg.Access.AllowedChannels,
+		AbortBy: cfg.Access.AbortBy, AnswerBy: cfg.Access.AnswerBy,
+		Approvers: cfg.Approvals.Approvers,
+	}
 }
 
 // recoverJobs dispatches the jobs an earlier process left queued or
