@@ -106,7 +106,7 @@ func (s *system) deliver(ctx context.Context, platform core.Platform, poster cha
 			s.running.Add(1)
 			go func() {
 				defer s.running.Done()
-				s.chat.RunExpiry(ctx, approvalSweep)
+				s.chat.RunExpiry(ctx, approvalSweep(s.cfg.Approvals.Timeout))
 			}()
 		})
 	}
@@ -114,8 +114,11 @@ func (s *system) deliver(ctx context.Context, platform core.Platform, poster cha
 }
 
 // approvalSweep is how often undecided approvals past their deadline are
-// looked for: a timeout is honoured within it.
-const approvalSweep = 15 * time.Second
+// looked for, for approvals.timeout: a quarter of it, between 1 s and
+// 15 s, so that a timeout is honoured within that.
+func approvalSweep(timeout time.Duration) time.Duration {
+	return min(max(timeout/4, time.Second), 15*time.Second)
+}
 
 // kick wakes every deliverer.
 func (s *system) kick() {
