@@ -246,3 +246,37 @@ func TestCheckpointTakenOnce(t *testing.T) {
 		t.Errorf("attempt 3's first request has %d messages, want 2 (the movement afresh)", n)
 	}
 }
+
+func TestTwoRiskyCallsInOneTurnAskedInTurn(t *testing.T) {
+	var f *fixture
+	f = newFixture(t, nil, withRules(&f, askTouch))
+	f.comment(core.RoleUser, "alice", "make both")
+	f.srv.Script(llmtest.Calls(
+		llmtest.Call("Bash", `{"command":"touch first.txt"}`),
+		llmtest.Call("Bash", `{"command":"touch second.txt"}`),
+	))
+	j := f.start("chat", "make both")
+	fin := f.run(j)
+	if fin.Approval == nil || fin.Approval.Subject != "touch first.txt" {
+		t.Fatalf("first park = %+v", fin)
+	}
+	j = decide(t, f, f.finish(j, fin), core.VerdictApprove, "console:alice", "")
+	fin = f.run(j)
+	if fin.To != core.JobWaitingApproval || fin.Approval.Subject != "touch second.txt" {
+		t.Fatalf("second park = %+v, want the turn's second call asked next", fin)
+	}
+	if !f.exists("first.txt") || f.exists("second.txt") {
+		t.Errorf("between the asks: first.txt %v, second.txt %v", f.exists("first.txt"), f.exists("second.txt"))
+	}
+	j = decide(t, f, f.finish(j, fin), core.VerdictDeny, "console:alice", "")
+	f.srv.Script(llmtest.Transition("COMPLETE", "one of two"))
+	if fin = f.run(j); fin.To != core.JobSucceeded {
+		t.Fatalf("finish = %+v", fin)
+	}
+	if f.exists("second.txt") {
+		t.Error("the denied call ran")
+	}
+	if n := len(f.srv.Requests()); n != 2 {
+		t.Errorf("model requests = %d, want 2 (neither decision asked the model again)", n)
+	}
+}
