@@ -8,13 +8,38 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/baton-bot/baton/core"
 	"github.com/baton-bot/baton/core/sqlite"
 	"github.com/baton-bot/baton/core/worker"
-	"github.com/baton-bot/baton/queue"
 )
+
+// These tests hand the executor leases themselves and give it small queues
+// that implement only the calls the test expects; tests of the pool and
+// executor over Baton's real queues live in the queue package.
+
+// newStore opens a store of t's own.
+func newStore(t *testing.T) *sqlite.Store {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), t.TempDir()+"/baton.db", sqlite.Options{WorkspaceRoot: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// newTask stores a console task named name.
+func newTask(t *testing.T, st *sqlite.Store, name string) core.Task {
+	t.Helper()
+	task, _, err := st.EnsureTask(context.Background(), core.Task{Thread: core.ThreadRef{Platform: core.PlatformConsole, Channel: "test", Thread: name}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return task
+}
 
 // family is a top-level job that splits into one subtask on a task of its
 // own and, once resumed, succeeds.
@@ -24,21 +49,11 @@ type family struct {
 	engine worker.EngineFunc
 }
 
-func newFamily(t *testing.T, q core.Queue) *family {
+// newFamily stores the family's parent, queued; no queue is told of it.
+func newFamily(t *testing.T) *family {
 	t.Helper()
-	st, err := sqlite.Open(context.Background(), t.TempDir()+"/baton.db", sqlite.Options{WorkspaceRoot: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	task := func(name string) core.Task {
-		task, _, err := st.EnsureTask(context.Background(), core.Task{Thread: core.ThreadRef{Platform: core.PlatformConsole, Channel: "family", Thread: name}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return task
-	}
-	parentTask, childTask := task("parent"), task("child")
+	st := newStore(t)
+	parentTask, childTask := newTask(t, st, "parent"), newTask(t, st, "child")
 	f := &family{store: st}
 	f.engine = func(ctx context.Context, r *worker.Run) (core.Finish, error) {
 		switch {
@@ -51,58 +66,31 @@ func newFamily(t *testing.T, q core.Queue) *family {
 			return core.Finish{To: core.JobSucceeded, ResultSummary: "merged"}, nil
 		}
 	}
-	if f.parent, err = (worker.Dispatch{Store: st, Queue: q}).Create(context.Background(), core.Job{TaskID: parentTask.ID, Piece: "test", Instruction: "split"}); err != nil {
+	var err error
+	if f.parent, err = st.CreateJob(context.Background(), core.Job{TaskID: parentTask.ID, Piece: "test", Instruction: "split"}); err != nil {
 		t.Fatal(err)
 	}
 	return f
 }
 
-// claimAndRun claims the next job of q and runs it with x.
-func claimAndRun(t *testing.T, q core.Queue, x *worker.Executor) (core.Lease, worker.Result) {
+// runNext runs job id with x under the lease a queue's next claim of it
+// would carry: the attempt after the store's.
+func runNext(t *testing.T, st *sqlite.Store, x *worker.Executor, id int64) (core.Lease, worker.Result) {
 	t.Helper()
-	l, err := q.Claim(context.Background(), time.Second)
+	j, err := st.Job(context.Background(), id)
 	if err != nil {
-		t.Fatalf("claim: %v", err)
+		t.Fatal(err)
 	}
+	l := core.Lease{JobID: id, Attempt: j.Attempt + 1, Failures: j.Failures}
 	return l, x.Handle(context.Background(), l)
 }
 
-func memoryQueue(t *testing.T) *queue.Memory {
-	t.Helper()
-	q := queue.NewMemory(queue.Options{Lease: time.Minute})
-	t.Cleanup(func() { q.Close() })
-	return q
-}
+// silent is the queue of an executor whose jobs dispatch nothing (no
+// subtask, no parent): it implements no method, so any call panics.
+type silent struct{ core.Queue }
 
-// TestParentResumedOnAQueueThatLostIt: the in-process queue restarts while
-// a parent waits for its subtask, so the new queue knows nothing of the
-// parked parent. The subtask's end still dispatches the parent again.
-func TestParentResumedOnAQueueThatLostIt(t *testing.T) {
-	before := memoryQueue(t)
-	f := newFamily(t, before)
-	x := worker.NewExecutor(f.store, before, f.engine, worker.ExecutorConfig{})
-	if l, res := claimAndRun(t, before, x); l.JobID != f.parent.ID || res.Action != worker.Park {
-		t.Fatalf("first run: job %d %v, want the parent %d parked", l.JobID, res.Action, f.parent.ID)
-	}
-
-	after := memoryQueue(t) // the process restarted: the parked parent is gone
-	rec := &worker.Reconciler{Store: f.store, Queue: after, Grace: time.Nanosecond}
-	if n, err := rec.Once(context.Background()); err != nil || n != 1 {
-		t.Fatalf("reconcile = %d, %v; want the queued subtask dispatched", n, err)
-	}
-	x = worker.NewExecutor(f.store, after, f.engine, worker.ExecutorConfig{})
-	if l, res := claimAndRun(t, after, x); l.JobID == f.parent.ID || res.Action != worker.Ack {
-		t.Fatalf("second run: job %d %v, want the subtask acked", l.JobID, res.Action)
-	}
-	if l, res := claimAndRun(t, after, x); l.JobID != f.parent.ID || res.Action != worker.Ack {
-		t.Fatalf("third run: job %d %v, want the parent resumed and acked", l.JobID, res.Action)
-	}
-	if got, err := f.store.Job(context.Background(), f.parent.ID); err != nil || got.State != core.JobSucceeded || got.ResultSummary != "merged" {
-		t.Errorf("parent = %s %q (%v), want succeeded %q", got.State, got.ResultSummary, err, "merged")
-	}
-}
-
-// refusing is a queue that fails every Enqueue and Resume.
+// refusing is a queue that fails every Enqueue and Resume, the only calls
+// an executor's dispatching makes that fail.
 type refusing struct{ core.Queue }
 
 var errRefused = errors.New("queue refused")
@@ -115,12 +103,11 @@ func (refusing) Resume(context.Context, int64, int64) (bool, error) { return fal
 // subtask a finish created, and then the parent's resume, each failure is
 // logged naming the job it left to the reconciler.
 func TestDispatchErrorsAreLoggedWithTheJob(t *testing.T) {
-	mem := memoryQueue(t)
-	f := newFamily(t, mem)
+	f := newFamily(t)
 	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
-	x := worker.NewExecutor(f.store, refusing{mem}, f.engine, worker.ExecutorConfig{Logger: log})
-	if _, res := claimAndRun(t, mem, x); res.Action != worker.Park {
+	x := worker.NewExecutor(f.store, refusing{}, f.engine, worker.ExecutorConfig{Logger: log})
+	if _, res := runNext(t, f.store, x, f.parent.ID); res.Action != worker.Park {
 		t.Fatalf("parent run: %v, want park", res.Action)
 	}
 	children, err := f.store.Jobs(context.Background(), core.JobFilter{ParentJobID: f.parent.ID})
@@ -134,11 +121,8 @@ func TestDispatchErrorsAreLoggedWithTheJob(t *testing.T) {
 
 	// The child runs (the reconciler dispatched it); its end resumes the
 	// parent in the store, and the queue refuses it.
-	if err := mem.Enqueue(context.Background(), child.ID); err != nil {
-		t.Fatal(err)
-	}
 	logs.Reset()
-	if _, res := claimAndRun(t, mem, x); res.Action != worker.Ack {
+	if _, res := runNext(t, f.store, x, child.ID); res.Action != worker.Ack {
 		t.Fatalf("child run: %v, want ack", res.Action)
 	}
 	if want := fmt.Sprintf("resume job %d in the queue: %v", f.parent.ID, errRefused); !strings.Contains(logs.String(), want) {
@@ -149,45 +133,54 @@ func TestDispatchErrorsAreLoggedWithTheJob(t *testing.T) {
 	}
 }
 
-// TestRecoverTakesOverAnEarlierProcesssJobs: a store holds a job that an
-// earlier process was running when it died, created a moment ago (within
-// the reconciler's grace). On a fresh in-process queue Recover dispatches
-// it at once, and its claim takes the job over from the dead attempt
-// although the queue's lease is an hour.
-func TestRecoverTakesOverAnEarlierProcesssJobs(t *testing.T) {
-	earlier := queue.NewMemory(queue.Options{Lease: time.Hour})
-	f := newFamily(t, earlier)
-	l, err := earlier.Claim(context.Background(), time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.store.StartJob(context.Background(), l.JobID, l.Attempt); err != nil {
-		t.Fatal(err)
-	}
-	earlier.Close() // the process died with the job running
+// forgetful is a queue that lost every parked job (an in-process queue
+// restarted): Resume reports false, and Reconcile records what it is asked
+// to dispatch again.
+type forgetful struct {
+	core.Queue
+	resumes    int
+	reconciled []core.ReconcileItem
+}
 
-	q := queue.NewMemory(queue.Options{Lease: time.Hour})
-	t.Cleanup(func() { q.Close() })
-	rec := &worker.Reconciler{Store: f.store, Queue: q}
-	if n, err := rec.Once(context.Background()); err != nil || n != 0 {
-		t.Fatalf("Once = %d, %v; want the new job left to its creator (grace)", n, err)
-	}
-	if n, err := rec.Recover(context.Background()); err != nil || n != 1 {
-		t.Fatalf("Recover = %d, %v; want the running job dispatched", n, err)
-	}
-	x := worker.NewExecutor(f.store, q, f.engine, worker.ExecutorConfig{})
-	if l, res := claimAndRun(t, q, x); l.JobID != f.parent.ID || l.Attempt != 2 || res.Action != worker.Park {
-		t.Fatalf("run after the restart: job %d attempt %d %v, want job %d at attempt 2, run (parked for its subtask)", l.JobID, l.Attempt, res.Action, f.parent.ID)
-	}
-	evs, err := f.store.Events(context.Background(), f.parent.ID)
+func (q *forgetful) Resume(context.Context, int64, int64) (bool, error) {
+	q.resumes++
+	return false, nil
+}
+
+func (q *forgetful) Reconcile(_ context.Context, items []core.ReconcileItem) (int, error) {
+	q.reconciled = append(q.reconciled, items...)
+	return len(items), nil
+}
+
+// TestResumeDispatchesAgainAJobTheQueueLost: Resume writes the store first;
+// when the queue no longer knows the parked job, the job is dispatched
+// again from the store's row, once however often the reply comes.
+func TestResumeDispatchesAgainAJobTheQueueLost(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	j, err := st.CreateJob(ctx, core.Job{TaskID: newTask(t, st, "ask").ID, Piece: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	took := false
-	for _, e := range evs {
-		took = took || e.Kind == core.EventLeaseLost
+	if _, err := st.StartJob(ctx, j.ID, 1); err != nil {
+		t.Fatal(err)
 	}
-	if !took {
-		t.Errorf("no takeover recorded among the job's events: %+v", evs)
+	w, err := st.FinishJob(ctx, j.ID, 1, core.Finish{To: core.JobWaitingHuman, Question: "which one?", ResumeMovement: "work"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := &forgetful{}
+	d := worker.Dispatch{Store: st, Queue: q}
+	for i, want := range []bool{true, false} { // the same reply delivered twice
+		if ok, err := d.Resume(ctx, j.ID, w.WaitSeq); ok != want || err != nil {
+			t.Errorf("resume %d = %v, %v; want %v, nil", i+1, ok, err, want)
+		}
+	}
+	want := []core.ReconcileItem{{JobID: j.ID, State: core.JobQueued, Attempt: 1}}
+	if diff := cmp.Diff(want, q.reconciled); diff != "" || q.resumes != 1 {
+		t.Errorf("queue resumed %d times (want 1), reconciled (-want +got):\n%s", q.resumes, diff)
+	}
+	if got, _ := st.Job(ctx, j.ID); got.State != core.JobQueued {
+		t.Errorf("job %s, want queued in the store", got.State)
 	}
 }

@@ -23,14 +23,14 @@ func descend(n int) {
 // holds the whole stack, the job's error a plain first line and the top of
 // the stack, capped.
 func TestEnginePanicKeepsItsStack(t *testing.T) {
-	q := memoryQueue(t)
-	st := newFamily(t, q).store // the family's parent is the job that panics
+	f := newFamily(t) // the family's parent is the job that panics
+	st := f.store
 	var logs bytes.Buffer
-	x := worker.NewExecutor(st, q, worker.EngineFunc(func(ctx context.Context, r *worker.Run) (core.Finish, error) {
+	x := worker.NewExecutor(st, silent{}, worker.EngineFunc(func(ctx context.Context, r *worker.Run) (core.Finish, error) {
 		descend(60)
 		return core.Finish{}, nil
 	}), worker.ExecutorConfig{MaxFailures: 1, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	l, res := claimAndRun(t, q, x)
+	l, res := runNext(t, st, x, f.parent.ID)
 	if res.Action != worker.Ack {
 		t.Fatalf("Handle = %v, want ack (failed for good)", res.Action)
 	}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/baton-bot/baton/core"
 	"github.com/baton-bot/baton/core/worker"
-	"github.com/baton-bot/baton/queue"
 )
 
 // idle is a handler for pools that never get a job.
@@ -18,10 +17,25 @@ var idle = worker.HandlerFunc(func(context.Context, core.Lease) worker.Result {
 	return worker.Result{Action: worker.Ack}
 })
 
-// claimOnly is a queue whose claims are claim, the rest a Memory queue's;
-// the pool claims one job at a time from it.
+// quiet is what a pool's background loops call of a queue where nothing
+// happens: no abort is ever requested, no lease ever expires. It implements
+// no other method: a test embeds it and adds the calls it expects, and any
+// other call panics.
+type quiet struct{ core.Queue }
+
+func (quiet) WatchAborts(ctx context.Context, fn func(jobID int64)) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func (quiet) AbortRequested(context.Context, []int64) ([]int64, error) { return nil, nil }
+
+func (quiet) Reap(context.Context, int) ([]core.Lease, error) { return nil, nil }
+
+// claimOnly is a quiet queue whose claims are claim, which never hands out
+// a job; the pool claims one job at a time from it.
 type claimOnly struct {
-	core.Queue
+	quiet
 	claim func(ctx context.Context) error
 }
 
@@ -39,12 +53,10 @@ func (q *batching) ClaimBatch(ctx context.Context, n int, wait time.Duration) ([
 func (q *batching) AckBatch(ctx context.Context, leases []core.Lease) error { return nil }
 
 // withClaims returns both kinds of queue, claiming with claim.
-func withClaims(t *testing.T, claim func(ctx context.Context) error) map[string]core.Queue {
-	mem := queue.NewMemory(queue.Options{})
-	t.Cleanup(func() { mem.Close() })
+func withClaims(claim func(ctx context.Context) error) map[string]core.Queue {
 	return map[string]core.Queue{
-		"one at a time": &claimOnly{Queue: mem, claim: claim},
-		"in batches":    &batching{claimOnly{Queue: mem, claim: claim}},
+		"one at a time": &claimOnly{claim: claim},
+		"in batches":    &batching{claimOnly{claim: claim}},
 	}
 }
 
@@ -54,7 +66,7 @@ func withClaims(t *testing.T, claim func(ctx context.Context) error) map[string]
 // that wait for nothing but their context).
 func TestIdlePoolEndsItsClaimOnStop(t *testing.T) {
 	waiting := make(chan struct{}, 1)
-	for name, q := range withClaims(t, func(ctx context.Context) error {
+	for name, q := range withClaims(func(ctx context.Context) error {
 		select {
 		case waiting <- struct{}{}:
 		default:
@@ -88,7 +100,7 @@ func TestStoppedPoolClaimsNoMore(t *testing.T) {
 	var stopped atomic.Bool
 	var late atomic.Int64 // claims begun after the stop
 	claiming := make(chan struct{}, 1)
-	for name, q := range withClaims(t, func(ctx context.Context) error {
+	for name, q := range withClaims(func(ctx context.Context) error {
 		if stopped.Load() {
 			late.Add(1)
 		}
@@ -123,10 +135,26 @@ func TestStoppedPoolClaimsNoMore(t *testing.T) {
 	}
 }
 
-// unrenewable is a Memory queue whose heartbeats fail, counting them.
+// unrenewable is a quiet queue that hands out job 1 once and whose
+// heartbeats fail, counting them.
 type unrenewable struct {
-	core.Queue
-	beats atomic.Int64
+	quiet
+	claimed atomic.Bool
+	beats   atomic.Int64
+}
+
+func (q *unrenewable) Claim(ctx context.Context, wait time.Duration) (core.Lease, error) {
+	if q.claimed.CompareAndSwap(false, true) {
+		return core.Lease{JobID: 1, Attempt: 1}, nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return core.Lease{}, ctx.Err()
+	case <-t.C:
+		return core.Lease{}, core.ErrNoJob
+	}
 }
 
 func (q *unrenewable) Heartbeat(ctx context.Context, leases []core.Lease) ([]core.LeaseStatus, error) {
@@ -134,14 +162,27 @@ func (q *unrenewable) Heartbeat(ctx context.Context, leases []core.Lease) ([]cor
 	return nil, errors.New("queue unreachable")
 }
 
+// Requeue settles job 1 if the test ends with it still running.
+func (q *unrenewable) Requeue(context.Context, core.Lease) error { return nil }
+
+// waitFor polls cond until it holds or within passes.
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", within, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // TestUnrenewedLeaseStopsTheJobByThePoolsClock: a job whose lease cannot be
 // renewed runs on while the pool's clock says the lease holds, and stops
 // (cause core.ErrLeaseLost) once the clock passes it; no test sleeps
 // through a real lease.
 func TestUnrenewedLeaseStopsTheJobByThePoolsClock(t *testing.T) {
-	mem := queue.NewMemory(queue.Options{Lease: time.Hour})
-	t.Cleanup(func() { mem.Close() })
-	q := &unrenewable{Queue: mem}
+	q := &unrenewable{}
 	var mu sync.Mutex
 	now := time.Now()
 	clock := func() time.Time {
@@ -162,9 +203,6 @@ func TestUnrenewedLeaseStopsTheJobByThePoolsClock(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = pool.Run(ctx) }()
 	t.Cleanup(func() { stop(); <-done })
-	if err := mem.Enqueue(context.Background(), 1); err != nil {
-		t.Fatal(err)
-	}
 	<-started
 	waitFor(t, 10*time.Second, "failed heartbeats", func() bool { return q.beats.Load() >= 5 })
 	select {

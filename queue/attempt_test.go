@@ -1,4 +1,4 @@
-package worker_test
+package queue_test
 
 import (
 	"context"

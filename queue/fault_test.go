@@ -1,4 +1,4 @@
-package worker_test
+package queue_test
 
 import (
 	"bufio"
@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,6 +37,8 @@ const (
 // fastBackoff retries jobs whose lease expired almost at once.
 func fastBackoff(int) time.Duration { return 50 * time.Millisecond }
 
+// TestMain runs faultWorker instead of the tests in a child started by
+// cluster.spawn.
 func TestMain(m *testing.M) {
 	if os.Getenv("BATON_FAULT_WORKER") == "1" {
 		if err := faultWorker(); err != nil {
@@ -45,6 +48,12 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
+}
+
+// signalContext is the fault worker's context: it ends on SIGTERM, which
+// the test sends to stop a worker gracefully, or on SIGINT.
+func signalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 }
 
 // faultWorker runs a worker pool over the store and Redis named in the

@@ -1,4 +1,4 @@
-package worker_test
+package queue_test
 
 import (
 	"context"
@@ -15,6 +15,11 @@ import (
 	"github.com/baton-bot/baton/queue"
 	"github.com/baton-bot/baton/queue/redistest"
 )
+
+// These tests run core/worker's pool and executor over each of Baton's
+// queues, with a real store: what a worker does with a job depends on the
+// queue's semantics (leases, parking, aborts, reconcile), so they live with
+// the queues rather than in core, which never depends on this package.
 
 // harness runs one in-process pool over a real store and a queue.
 type harness struct {
@@ -36,21 +41,11 @@ type queueMaker struct {
 	make func(t *testing.T) core.Queue
 }
 
+// queues makes each kind of queue, with leases of 2 s.
 func queues() []queueMaker {
 	return []queueMaker{
-		{"memory", func(t *testing.T) core.Queue {
-			q := queue.NewMemory(queue.Options{Lease: 2 * time.Second})
-			t.Cleanup(func() { q.Close() })
-			return q
-		}},
-		{"redis", func(t *testing.T) core.Queue {
-			rdb, prefix := redistest.Client(t)
-			q, err := queue.NewRedis(rdb, queue.Options{Prefix: prefix, Lease: 2 * time.Second})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return q
-		}},
+		{"memory", func(t *testing.T) core.Queue { return newMemory(t, queue.Options{Lease: 2 * time.Second}) }},
+		{"redis", func(t *testing.T) core.Queue { return newRedis(t, queue.Options{Lease: 2 * time.Second}) }},
 	}
 }
 
@@ -402,106 +397,4 @@ func assertQueueEmpty(t *testing.T, q core.Queue) {
 		st, err := q.Stats(context.Background())
 		return err == nil && st == (core.QueueStats{})
 	})
-}
-
-// waitMeter records queue waits.
-type waitMeter struct {
-	mu    sync.Mutex
-	waits []time.Duration // guarded by mu
-}
-
-func (m *waitMeter) QueueWait(d time.Duration) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.waits = append(m.waits, d)
-}
-
-func (m *waitMeter) got() []time.Duration {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return append([]time.Duration(nil), m.waits...)
-}
-
-// TestQueueWaitIsMeasured measures a job's wait from its being queued in
-// the store, not from its reaching the queue.
-func TestQueueWaitIsMeasured(t *testing.T) {
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, t.TempDir()+"/baton.db", sqlite.Options{WorkspaceRoot: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	q := queue.NewMemory(queue.Options{Lease: 2 * time.Second})
-	t.Cleanup(func() { q.Close() })
-	meter := &waitMeter{}
-	done := worker.EngineFunc(func(ctx context.Context, r *worker.Run) (core.Finish, error) {
-		return core.Finish{To: core.JobSucceeded}, nil
-	})
-	exec := worker.NewExecutor(st, q, done, worker.ExecutorConfig{Meter: meter})
-	pool := worker.NewPool(q, exec, worker.PoolConfig{Concurrency: 1, ClaimWait: 50 * time.Millisecond, ShutdownGrace: time.Second})
-	pctx, stop := context.WithCancel(ctx)
-	stopped := make(chan struct{})
-	go func() { defer close(stopped); _ = pool.Run(pctx) }()
-	t.Cleanup(func() { stop(); <-stopped })
-
-	task, _, err := st.EnsureTask(ctx, core.Task{Thread: core.ThreadRef{Platform: core.PlatformConsole, Channel: "test", Thread: "1"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	j, err := st.CreateJob(ctx, core.Job{TaskID: task.ID, Piece: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	const held = 300 * time.Millisecond
-	time.Sleep(held) // queued in the store, not yet in the queue
-	if err := q.Enqueue(ctx, j.ID); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 10*time.Second, "the job to be claimed and measured", func() bool { return len(meter.got()) > 0 })
-	if waits := meter.got(); len(waits) != 1 || waits[0] < held {
-		t.Errorf("queue waits = %v, want one of at least %s", waits, held)
-	}
-}
-
-// TestRunLongerThanSettleTimeout: a run that outlasts the settle timeout
-// still records its outcome, because each settling write takes its own
-// deadline when it starts.
-func TestRunLongerThanSettleTimeout(t *testing.T) {
-	st, err := sqlite.Open(context.Background(), t.TempDir()+"/baton.db", sqlite.Options{WorkspaceRoot: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	q := queue.NewMemory(queue.Options{Lease: time.Minute})
-	t.Cleanup(func() { q.Close() })
-	d := worker.Dispatch{Store: st, Queue: q}
-	task, _, err := st.EnsureTask(context.Background(), core.Task{Thread: core.ThreadRef{Platform: core.PlatformConsole, Channel: "test", Thread: "long"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	j, err := d.Create(context.Background(), core.Job{TaskID: task.ID, Piece: "test", Instruction: "take your time"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var runs atomic.Int32
-	const settle = 50 * time.Millisecond
-	x := worker.NewExecutor(st, q, worker.EngineFunc(func(ctx context.Context, r *worker.Run) (core.Finish, error) {
-		runs.Add(1)
-		time.Sleep(6 * settle) // longer than any deadline taken before the run
-		return core.Finish{To: core.JobSucceeded, ResultSummary: "done"}, nil
-	}), worker.ExecutorConfig{SettleTimeout: settle})
-	l, err := q.Claim(context.Background(), time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res := x.Handle(context.Background(), l); res.Action != worker.Ack {
-		t.Errorf("Handle = %v, want Ack", res.Action)
-	}
-	got, err := st.Job(context.Background(), j.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.State != core.JobSucceeded || got.ResultSummary != "done" || runs.Load() != 1 {
-		t.Errorf("job %s %q after %d runs, want succeeded %q after 1", got.State, got.ResultSummary, runs.Load(), "done")
-	}
 }
