@@ -18,28 +18,37 @@ import (
 // commandName is the application command Baton registers.
 const commandName = "baton"
 
+// optionRevoke is /baton policy's option naming the rule to revoke.
+const optionRevoke = "revoke"
+
 // codeUnknownInteraction is Discord's answer to a response sent after the
 // interaction's 3 seconds ran out.
 const codeUnknownInteraction = 10062
 
 // commands is /baton with its subcommands; status, abort and retry take an
-// optional task number (inside a task's thread the task is implicit).
+// optional task number (inside a task's thread the task is implicit);
+// policy lists the channel's always-allow rules, or revokes one (admins).
 func commands() []*discordgo.ApplicationCommand {
 	task := []*discordgo.ApplicationCommandOption{{
 		Type: discordgo.ApplicationCommandOptionInteger, Name: "task",
 		Description: "The task's number (inside a task's thread: that task)", MinValue: new(float64(1)),
+	}}
+	revoke := []*discordgo.ApplicationCommandOption{{
+		Type: discordgo.ApplicationCommandOptionInteger, Name: optionRevoke,
+		Description: "The number of the rule to revoke (admins)", MinValue: new(float64(1)),
 	}}
 	sub := func(name, desc string, opts []*discordgo.ApplicationCommandOption) *discordgo.ApplicationCommandOption {
 		return &discordgo.ApplicationCommandOption{Type: discordgo.ApplicationCommandOptionSubCommand, Name: name, Description: desc, Options: opts}
 	}
 	return []*discordgo.ApplicationCommand{{
 		Name:        commandName,
-		Description: "Baton's tasks: status, abort, retry, list, help",
+		Description: "Baton's tasks: status, abort, retry, list, policy, help",
 		Options: []*discordgo.ApplicationCommandOption{
 			sub("status", "Show a task's job: piece, movement, tokens, time", task),
 			sub("abort", "Stop a task's running job", task),
 			sub("retry", "Run a task's failed or aborted job again from where it stopped", task),
 			sub("list", "List your active tasks (admins: everyone's)", nil),
+			sub("policy", "List this channel's always-allow rules, or revoke one (admins)", revoke),
 			sub("help", "How to use Baton", nil),
 		},
 	}}
@@ -58,16 +67,25 @@ func (a *Adapter) register(ctx context.Context) error {
 	return nil
 }
 
+// onInteraction takes /baton and clicks on Baton's buttons. Both run on
+// goroutines of their own (spawn), never behind a channel's messages, so
+// that they are answered within Discord's 3 seconds.
 func (a *Adapter) onInteraction(_ *discordgo.Session, e *discordgo.InteractionCreate) {
-	if e.Interaction == nil || e.Type != discordgo.InteractionApplicationCommand {
-		return
-	}
-	data := e.ApplicationCommandData()
-	if data.Name != commandName {
+	if e.Interaction == nil {
 		return
 	}
 	in := e.Interaction
-	a.spawn(func(ctx context.Context) { a.command(ctx, in, data) })
+	switch e.Type {
+	case discordgo.InteractionApplicationCommand:
+		data := e.ApplicationCommandData()
+		if data.Name != commandName {
+			return
+		}
+		a.spawn(func(ctx context.Context) { a.command(ctx, in, data) })
+	case discordgo.InteractionMessageComponent:
+		data := e.MessageComponentData()
+		a.spawn(func(ctx context.Context) { a.component(ctx, in, data) })
+	}
 }
 
 // Texts of the adapter's own answers to /baton.
@@ -141,8 +159,14 @@ func (a *Adapter) runCommand(ctx context.Context, log *slog.Logger, in *discordg
 		sub := data.Options[0]
 		c.Name = sub.Name
 		for _, o := range sub.Options {
-			if o.Name == "task" && o.Type == discordgo.ApplicationCommandOptionInteger {
+			if o.Type != discordgo.ApplicationCommandOptionInteger {
+				continue
+			}
+			switch o.Name {
+			case "task":
 				c.Args = "#" + strconv.FormatInt(o.IntValue(), 10)
+			case optionRevoke:
+				c.Args = "revoke " + strconv.FormatInt(o.IntValue(), 10) // as `!policy revoke N`
 			}
 		}
 	}

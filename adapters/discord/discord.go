@@ -25,6 +25,9 @@ type Service interface {
 	HandleMessage(ctx context.Context, m chat.Message) (chat.Reply, error)
 	HandleCommand(ctx context.Context, c chat.Command) (chat.Reply, error)
 	HandleReaction(ctx context.Context, r chat.Reaction) (chat.Reply, error)
+	// HandleAction runs a click on one of Baton's buttons; a non-empty
+	// Reply is for the clicker alone.
+	HandleAction(ctx context.Context, a chat.Action) (chat.Reply, error)
 }
 
 var _ Service = (*chat.Service)(nil)

@@ -11,8 +11,16 @@
 // the task's key, and later messages in the thread are its comments. A
 // mention inside an existing thread makes that thread a task and hands over
 // its earlier messages once. A direct-message channel is one task. The
-// /baton application command (status, abort, retry, list, help) is
+// /baton application command (status, abort, retry, list, policy, help) is
 // registered at start and answered with a deferred ephemeral response.
+//
+// Messages with buttons (an approval's Approve, Deny and Always allow, a
+// running job's Stop, a failed job's Retry) are posted with one action row
+// of message components whose custom_id is the button's action (the
+// Adapter is a chat.ButtonPoster); an edit without buttons removes them. A
+// click is acknowledged at once with a deferred update and handed to the
+// service (Service.HandleAction); what the service says back goes to the
+// clicker alone as an ephemeral follow-up.
 //
 // Every REST call, and the question for the gateway's address, goes to
 // Config.APIURL through the session's HTTP client. Discord's rate limits

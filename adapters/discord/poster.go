@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/bwmarrin/discordgo"
 
@@ -16,7 +17,10 @@ import (
 	"github.com/baton-bot/baton/core/chattext"
 )
 
-var _ chat.Poster = (*Adapter)(nil)
+var (
+	_ chat.Poster       = (*Adapter)(nil)
+	_ chat.ButtonPoster = (*Adapter)(nil)
+)
 
 // emoji maps Baton's platform-neutral short names to the Unicode emoji
 // Discord reacts with.
@@ -54,8 +58,20 @@ const (
 // Post implements chat.Poster: text in the thread's channel (the thread
 // itself, or the DM channel), pinging nobody.
 func (a *Adapter) Post(ctx context.Context, thread core.ThreadRef, text string) (string, error) {
+	return a.send(ctx, thread, text, nil)
+}
+
+// PostButtons implements chat.ButtonPoster: Post, with buttons under the
+// text (components; see components).
+func (a *Adapter) PostButtons(ctx context.Context, thread core.ThreadRef, text string, buttons []chat.Button) (string, error) {
+	return a.send(ctx, thread, text, a.components(buttons))
+}
+
+// send posts text with components (nil: none) in the thread's channel,
+// reopening the thread once when it is archived.
+func (a *Adapter) send(ctx context.Context, thread core.ThreadRef, text string, components []discordgo.MessageComponent) (string, error) {
 	ch := postChannel(thread)
-	send := &discordgo.MessageSend{Content: chattext.Neutralize(text, chattext.Discord), AllowedMentions: noPings()}
+	send := &discordgo.MessageSend{Content: chattext.Neutralize(text, chattext.Discord), AllowedMentions: noPings(), Components: components}
 	m, err := a.s.ChannelMessageSendComplex(ch, send, discordgo.WithContext(ctx))
 	if hasCode(err, codeThreadArchived) && a.unarchive(ctx, ch) {
 		m, err = a.s.ChannelMessageSendComplex(ch, send, discordgo.WithContext(ctx))
@@ -83,17 +99,98 @@ func hasCode(err error, code int) bool {
 	return errors.As(err, &re) && re.Message != nil && re.Message.Code == code
 }
 
-// Update implements chat.Poster: it edits one of the bot's messages.
+// Update implements chat.Poster: it edits the text of one of the bot's
+// messages, leaving its buttons as they are.
 func (a *Adapter) Update(ctx context.Context, thread core.ThreadRef, msgID, text string) error {
+	return a.edit(ctx, thread, msgID, text, nil)
+}
+
+// UpdateButtons implements chat.ButtonPoster: it edits the text and the
+// buttons of one of the bot's messages; no buttons remove those it had.
+func (a *Adapter) UpdateButtons(ctx context.Context, thread core.ThreadRef, msgID, text string, buttons []chat.Button) error {
+	components := a.components(buttons)
+	if components == nil {
+		components = []discordgo.MessageComponent{} // sent as [], which clears them
+	}
+	return a.edit(ctx, thread, msgID, text, &components)
+}
+
+// edit replaces the text of message msgID, and its components unless
+// components is nil.
+func (a *Adapter) edit(ctx context.Context, thread core.ThreadRef, msgID, text string, components *[]discordgo.MessageComponent) error {
 	ch := postChannel(thread)
 	content := chattext.Neutralize(text, chattext.Discord)
 	edit := discordgo.NewMessageEdit(ch, msgID)
 	edit.Content = &content
 	edit.AllowedMentions = noPings()
+	edit.Components = components
 	if _, err := a.s.ChannelMessageEditComplex(edit, discordgo.WithContext(ctx)); err != nil {
 		return a.deliveryErr("edit message "+msgID, ch, err)
 	}
 	return nil
+}
+
+// Discord's limits on buttons.
+const (
+	maxCustomID   = 100 // characters of a button's custom_id
+	maxLabel      = 80  // characters of a button's label
+	buttonsPerRow = 5
+	maxRows       = 5
+)
+
+// components lays buttons out as Discord's message components: action rows
+// of up to five buttons (one row for Baton's three at most), each button's
+// custom_id its Action, handed back when clicked. A button whose Action is
+// longer than Discord's 100 characters would make Discord refuse the whole
+// message: it is left out (and logged); the text names the commands that
+// do the same. It returns nil when no button remains.
+func (a *Adapter) components(buttons []chat.Button) []discordgo.MessageComponent {
+	var rows []discordgo.MessageComponent
+	var row discordgo.ActionsRow
+	for _, b := range buttons {
+		if b.Action == "" || utf8.RuneCountInString(b.Action) > maxCustomID {
+			a.log.Warn("a button is left out: its action is empty or longer than Discord's 100 characters", "chars", utf8.RuneCountInString(b.Action))
+			continue
+		}
+		if len(rows) == maxRows {
+			a.log.Warn("a button is left out: Discord shows five rows of buttons at most", "action", b.Action)
+			continue
+		}
+		label := b.Label
+		if label == "" {
+			label = b.Action
+		}
+		row.Components = append(row.Components, discordgo.Button{
+			CustomID: b.Action, Label: cutLabel(label), Style: buttonStyle(b.Style),
+		})
+		if len(row.Components) == buttonsPerRow {
+			rows, row = append(rows, row), discordgo.ActionsRow{}
+		}
+	}
+	if len(row.Components) > 0 && len(rows) < maxRows {
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+// buttonStyle maps a chat.Button's style to Discord's.
+func buttonStyle(style string) discordgo.ButtonStyle {
+	switch style {
+	case chat.StylePrimary:
+		return discordgo.PrimaryButton
+	case chat.StyleDanger:
+		return discordgo.DangerButton
+	}
+	return discordgo.SecondaryButton
+}
+
+// cutLabel cuts a label to Discord's 80 characters.
+func cutLabel(s string) string {
+	if utf8.RuneCountInString(s) <= maxLabel {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:maxLabel-1]) + "…"
 }
 
 // React implements chat.Poster. The message that started a thread lives in

@@ -30,6 +30,9 @@ func (nopService) HandleCommand(context.Context, chat.Command) (chat.Reply, erro
 func (nopService) HandleReaction(context.Context, chat.Reaction) (chat.Reply, error) {
 	return chat.Reply{}, nil
 }
+func (nopService) HandleAction(context.Context, chat.Action) (chat.Reply, error) {
+	return chat.Reply{}, nil
+}
 
 // logBuffer collects log lines; safe for concurrent use.
 type logBuffer struct {

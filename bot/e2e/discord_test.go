@@ -68,7 +68,14 @@ const discordToken = "secret-token"
 // once /baton is registered, the last step of the adapter's start.
 func startDiscordWorld(t testing.TB) *discordWorld {
 	t.Helper()
-	sys := startStack(t, stackOptions{})
+	return startDiscordWorldWith(t, stackOptions{})
+}
+
+// startDiscordWorldWith is startDiscordWorld with the stack built with
+// opts.
+func startDiscordWorldWith(t testing.TB, opts stackOptions) *discordWorld {
+	t.Helper()
+	sys := startStack(t, opts)
 	f := discordfake.New(t)
 	logs := &discordLogs{}
 	a, err := discord.New(sys.Service, discord.Config{
@@ -158,7 +165,7 @@ func TestDiscordMentionToAnswer(t *testing.T) {
 	if len(intents) != 1 || intents[0] != int(discord.Intents) || intents[0]&int(discordgo.IntentMessageContent) == 0 {
 		t.Errorf("identify intents = %v, want %d with Message Content", intents, discord.Intents)
 	}
-	if diff := cmp.Diff([]string{"guild 100 /baton status abort retry list help"}, commands); diff != "" {
+	if diff := cmp.Diff([]string{"guild 100 /baton status abort retry list policy help"}, commands); diff != "" {
 		t.Errorf("commands (-want +got):\n%s", diff)
 	}
 

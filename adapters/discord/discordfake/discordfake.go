@@ -1,8 +1,8 @@
 // Package discordfake is a fake of Discord's REST API and gateway, as far as
 // Baton's Discord adapter uses them, for tests. A test starts one with New,
 // points the adapter's Config.APIURL at APIURL(), dispatches gateway events
-// with Dispatch, and afterwards asserts on what the bot did (Posts,
-// Reactions, Threads, Answers, …):
+// with Dispatch (or Click, for a button), and afterwards asserts on what
+// the bot did (Posts, Edits, Reactions, Threads, Answers, Followups, …):
 //
 //	f := discordfake.New(t)
 //	a, _ := discord.New(svc, discord.Config{Token: "t", APIURL: f.APIURL(), GuildID: discordfake.Guild})
@@ -16,7 +16,13 @@
 // acknowledges heartbeats; it neither resumes nor checks the token. Some
 // ids answer with Discord's errors: see NoThreads, Forbidden, Unknown and
 // LateInteraction. Events, and the earlier messages of a channel, are
-// Discord's JSON objects as maps; what the bot sent is recorded typed.
+// Discord's JSON objects as maps; what the bot sent is recorded typed,
+// buttons (message components) included.
+//
+// Interactions are answered as Discord does: one response each (a second
+// is refused with 40060), a deferred update (type 6) only for a button
+// click sent with Click, and follow-ups only once the interaction was
+// answered.
 //
 // It imports nothing of Baton, so tests of the adapter and whole-system
 // tests share it.
@@ -83,7 +89,11 @@ type Server struct {
 	threads   []Thread
 	responses []string // interaction responses: "id type=N flags=F"
 	answers   []string // interaction answers: given at once (type 4) or edited in
-	commands  []string // command overwrites: "global" or "guild G", then the names
+	followups []Followup
+	clicks    map[string]bool   // interaction ids of the clicks sent with Click
+	acked     map[string]bool   // interaction ids answered
+	tokens    map[string]string // interaction id by token, for follow-ups
+	commands  []string          // command overwrites: "global" or "guild G", then the names
 	channels  map[string]Channel
 	history   map[string][]map[string]any
 	files     map[string]string // attachment content by name
@@ -108,6 +118,58 @@ type Message struct {
 	HasAllowed bool
 	// Files are the attachments sent, their content by name.
 	Files map[string]string
+	// Rows are the action rows sent (components); HasComponents reports
+	// whether components were sent at all (not absent or null): an edit
+	// with HasComponents and no Rows removes the message's buttons.
+	Rows          []Row
+	HasComponents bool
+}
+
+// Buttons returns the buttons of all of m's rows, in order.
+func (m Message) Buttons() []Button {
+	var out []Button
+	for _, r := range m.Rows {
+		out = append(out, r.Buttons...)
+	}
+	return out
+}
+
+// Row is an action row (component type 1) of a message.
+type Row struct {
+	Buttons []Button
+}
+
+// Button is a button (component type 2) of a message.
+type Button struct {
+	CustomID, Label string
+	Style           int // 1 primary, 2 secondary, 3 success, 4 danger, 5 link
+}
+
+// Followup is a follow-up message the bot sent for an interaction.
+type Followup struct {
+	Interaction string // the interaction's id
+	Content     string
+	Flags       int // 64: ephemeral, shown to the clicker alone
+	// Parse is allowed_mentions.parse; HasAllowed whether it was sent.
+	Parse      []string
+	HasAllowed bool
+}
+
+// Click is a press on one of the bot's buttons, as Click sends it.
+type Click struct {
+	// ID is the interaction's id; empty: one is made up.
+	ID string
+	// CustomID is the button's custom_id.
+	CustomID string
+	// User and Name are the clicker's user id and username; Roles their
+	// roles in Guild.
+	User, Name string
+	Roles      []string
+	// Channel is where the message is (a thread, a text or a DM channel);
+	// Guild is empty in a DM.
+	Channel, Guild string
+	// Message is the id of the message that carries the button.
+	Message string
 }
 
 // Thread is a thread the bot started from a message.
@@ -132,6 +194,7 @@ func New(t testing.TB) *Server {
 	f := &Server{t: t, channels: map[string]Channel{
 		Text: {ID: Text, Type: 0, GuildID: Guild, Name: "general"},
 	}, history: map[string][]map[string]any{}, files: map[string]string{}, archived: map[string]bool{},
+		clicks: map[string]bool{}, acked: map[string]bool{}, tokens: map[string]string{},
 		connected: make(chan struct{})}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/gateway", func(w http.ResponseWriter, r *http.Request) {
@@ -170,7 +233,7 @@ func New(t testing.TB) *Server {
 	})
 	mux.HandleFunc("POST /api/channels/{c}/messages", f.postMessage)
 	mux.HandleFunc("PATCH /api/channels/{c}/messages/{m}", func(w http.ResponseWriter, r *http.Request) {
-		s := decodeMessage(r)
+		s, _ := decodeMessage(r)
 		s.Channel, s.ID = r.PathValue("c"), r.PathValue("m")
 		f.mu.Lock()
 		f.edits = append(f.edits, s)
@@ -206,7 +269,8 @@ func New(t testing.TB) *Server {
 		reply(w, th)
 	})
 	mux.HandleFunc("POST /api/interactions/{id}/{token}/callback", func(w http.ResponseWriter, r *http.Request) {
-		if r.PathValue("id") == LateInteraction {
+		id := r.PathValue("id")
+		if id == LateInteraction {
 			apiError(w, http.StatusNotFound, 10062, "Unknown interaction")
 			return
 		}
@@ -219,15 +283,43 @@ func New(t testing.TB) *Server {
 		}
 		json.NewDecoder(r.Body).Decode(&body)
 		f.mu.Lock()
-		f.responses = append(f.responses, fmt.Sprintf("%s type=%d flags=%d", r.PathValue("id"), body.Type, body.Data.Flags))
+		defer f.mu.Unlock()
+		switch {
+		case f.acked[id]:
+			apiError(w, http.StatusBadRequest, 40060, "Interaction has already been acknowledged.")
+			return
+		case (body.Type == 6 || body.Type == 7) && !f.clicks[id]:
+			// Updates of the message are for component interactions.
+			apiError(w, http.StatusBadRequest, 50035, "Invalid Form Body: interaction response type not valid for this interaction")
+			return
+		}
+		f.acked[id] = true
+		f.tokens[r.PathValue("token")] = id
+		f.responses = append(f.responses, fmt.Sprintf("%s type=%d flags=%d", id, body.Type, body.Data.Flags))
 		if body.Type == 4 { // answered at once
 			f.answers = append(f.answers, body.Data.Content)
 		}
-		f.mu.Unlock()
 		w.WriteHeader(http.StatusNoContent)
 	})
+	mux.HandleFunc("POST /api/webhooks/{app}/{token}", func(w http.ResponseWriter, r *http.Request) {
+		s, raw := decodeMessage(r)
+		var flags struct {
+			Flags int `json:"flags"`
+		}
+		json.Unmarshal(raw, &flags)
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		id, ok := f.tokens[r.PathValue("token")]
+		if !ok || r.PathValue("app") != App {
+			// Discord knows an interaction's webhook once it was answered.
+			apiError(w, http.StatusNotFound, 10015, "Unknown Webhook")
+			return
+		}
+		f.followups = append(f.followups, Followup{Interaction: id, Content: s.Content, Flags: flags.Flags, Parse: s.Parse, HasAllowed: s.HasAllowed})
+		reply(w, map[string]any{"id": f.nextID(), "channel_id": "", "content": s.Content, "flags": flags.Flags})
+	})
 	mux.HandleFunc("PATCH /api/webhooks/{app}/{token}/messages/@original", func(w http.ResponseWriter, r *http.Request) {
-		s := decodeMessage(r)
+		s, _ := decodeMessage(r)
 		f.mu.Lock()
 		f.answers = append(f.answers, s.Content)
 		f.mu.Unlock()
@@ -334,7 +426,7 @@ func (f *Server) nextID() string {
 }
 
 func (f *Server) postMessage(w http.ResponseWriter, r *http.Request) {
-	s := decodeMessage(r)
+	s, _ := decodeMessage(r)
 	s.Channel = r.PathValue("c")
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -368,14 +460,16 @@ func (f *Server) postMessage(w http.ResponseWriter, r *http.Request) {
 }
 
 // decodeMessage reads a message body: JSON, or multipart with payload_json
-// and files.
-func decodeMessage(r *http.Request) Message {
+// and files. It returns the JSON too.
+func decodeMessage(r *http.Request) (Message, []byte) {
 	var body struct {
 		Content         string `json:"content"`
 		AllowedMentions *struct {
 			Parse []string `json:"parse"`
 		} `json:"allowed_mentions"`
+		Components json.RawMessage `json:"components"`
 	}
+	var raw []byte
 	s := Message{Files: map[string]string{}}
 	mt, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if strings.HasPrefix(mt, "multipart/") {
@@ -387,19 +481,43 @@ func decodeMessage(r *http.Request) Message {
 			}
 			b, _ := io.ReadAll(p)
 			if p.FormName() == "payload_json" {
+				raw = b
 				json.Unmarshal(b, &body)
 			} else {
 				s.Files[p.FileName()] = string(b)
 			}
 		}
 	} else {
-		json.NewDecoder(r.Body).Decode(&body)
+		raw, _ = io.ReadAll(r.Body)
+		json.Unmarshal(raw, &body)
 	}
 	s.Content = body.Content
 	if body.AllowedMentions != nil {
 		s.HasAllowed, s.Parse = true, body.AllowedMentions.Parse
 	}
-	return s
+	if len(body.Components) > 0 && string(body.Components) != "null" {
+		s.HasComponents = true
+		var rows []struct {
+			Type       int `json:"type"`
+			Components []struct {
+				Type     int    `json:"type"`
+				CustomID string `json:"custom_id"`
+				Label    string `json:"label"`
+				Style    int    `json:"style"`
+			} `json:"components"`
+		}
+		json.Unmarshal(body.Components, &rows)
+		for _, row := range rows {
+			var out Row
+			for _, c := range row.Components {
+				if c.Type == 2 {
+					out.Buttons = append(out.Buttons, Button{CustomID: c.CustomID, Label: c.Label, Style: c.Style})
+				}
+			}
+			s.Rows = append(s.Rows, out)
+		}
+	}
+	return s, raw
 }
 
 func reply(w http.ResponseWriter, v any) {
@@ -570,4 +688,82 @@ func (f *Server) Lookups() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.lookups
+}
+
+// Click sends a button press (INTERACTION_CREATE of type 3, message
+// component) to the connected bot, as Dispatch does, and returns the
+// interaction's id. In a guild the clicker comes as a member with Roles;
+// in a DM as a user. The interaction's token is "tok-" and its id.
+func (f *Server) Click(c Click) string {
+	f.t.Helper()
+	f.mu.Lock()
+	if c.ID == "" {
+		c.ID = "click-" + f.nextID()
+	}
+	f.clicks[c.ID] = true
+	content := ""
+	if m, ok := f.current(c.Message); ok {
+		content = m.Content
+	}
+	f.mu.Unlock()
+	name := c.Name
+	if name == "" {
+		name = "user" + c.User
+	}
+	user := map[string]any{"id": c.User, "username": name}
+	d := map[string]any{
+		"id": c.ID, "application_id": App, "type": 3, "token": "tok-" + c.ID, "version": 1, "channel_id": c.Channel,
+		"message": map[string]any{"id": c.Message, "channel_id": c.Channel, "type": 0, "content": content,
+			"author": map[string]any{"id": Bot, "username": "baton", "bot": true}},
+		"data": map[string]any{"custom_id": c.CustomID, "component_type": 2},
+	}
+	if c.Guild != "" {
+		roles := c.Roles
+		if roles == nil {
+			roles = []string{}
+		}
+		d["guild_id"] = c.Guild
+		d["member"] = map[string]any{"user": user, "roles": roles}
+	} else {
+		d["user"] = user
+	}
+	f.Dispatch("INTERACTION_CREATE", d)
+	return c.ID
+}
+
+// Followups returns the follow-up messages the bot sent for interactions,
+// in order.
+func (f *Server) Followups() []Followup {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.followups)
+}
+
+// Current returns message id as it stands: as posted, with the bot's later
+// edits applied (their text, and their components when they sent any);
+// false when the bot posted no such message.
+func (f *Server) Current(id string) (Message, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.current(id)
+}
+
+func (f *Server) current(id string) (Message, bool) {
+	i := slices.IndexFunc(f.posts, func(m Message) bool { return m.ID == id })
+	if i < 0 {
+		return Message{}, false
+	}
+	m := f.posts[i]
+	for _, e := range f.edits {
+		if e.ID != id {
+			continue
+		}
+		if e.Content != "" {
+			m.Content = e.Content
+		}
+		if e.HasComponents {
+			m.Rows, m.HasComponents = e.Rows, true
+		}
+	}
+	return m, true
 }
