@@ -67,6 +67,9 @@ type Call struct {
 	Parse     string
 	LinkNames string
 	User      string // chat.postEphemeral
+	// Posted is the ts a chat.postMessage was answered with: the new
+	// message's, which later edits (TS) and clicks on it name.
+	Posted string
 	// Blocks is the Block Kit JSON a chat.postMessage or chat.update
 	// carried ("" when it sent none); Buttons and Section read it.
 	Blocks string
@@ -329,6 +332,9 @@ func (s *Server) record(method string) http.HandlerFunc {
 		s.mu.Lock()
 		s.seq++
 		ts := fmt.Sprintf("1700000100.%06d", s.seq)
+		if method == "chat.postMessage" {
+			c.Posted = ts
+		}
 		s.calls = append(s.calls, c)
 		s.mu.Unlock()
 		WriteJSON(w, map[string]any{"ok": true, "channel": c.Channel, "ts": ts})
