@@ -116,10 +116,10 @@ func (a *Adapter) serveEvents(w http.ResponseWriter, r *http.Request) {
 func (a *Adapter) accept(w http.ResponseWriter, r *http.Request, key string, payload []byte) {
 	switch err := a.take(r.Context(), key, payload); {
 	case errors.Is(err, errBacklogFull), errors.Is(err, errClosed):
-		a.log.Warn("slack event refused; slack will send it again", "path", r.URL.Path, "why", err)
+		a.log.Warn("slack delivery refused: an event is sent again, a click shown failed", "path", r.URL.Path, "why", err)
 		http.Error(w, "busy", http.StatusServiceUnavailable)
 	case err != nil:
-		a.log.Error("a slack event could not be stored; answered 500 so that slack sends it again", "path", r.URL.Path, "err", err)
+		a.log.Error("a slack delivery could not be stored; answered 500 (an event is sent again, a click shown failed)", "path", r.URL.Path, "err", err)
 		http.Error(w, "not stored", http.StatusInternalServerError)
 	default:
 		w.WriteHeader(http.StatusOK)
