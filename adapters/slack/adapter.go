@@ -26,11 +26,16 @@ import (
 
 // Service is the part of the conversation service (*chat.Service) the
 // adapter hands Slack's events to. Implementations are safe for concurrent
-// use and drop repeated deliveries themselves (by EventID and MsgID).
+// use and drop repeated deliveries themselves (by EventID and MsgID); a
+// click handed over twice (a retry after a failure) changes nothing the
+// second time (one decision per approval, no second abort).
 type Service interface {
 	HandleMessage(ctx context.Context, m chat.Message) (chat.Reply, error)
 	HandleCommand(ctx context.Context, c chat.Command) (chat.Reply, error)
 	HandleReaction(ctx context.Context, r chat.Reaction) (chat.Reply, error)
+	// HandleAction runs a click on one of Baton's buttons; who may do
+	// what is the service's to decide, never the adapter's.
+	HandleAction(ctx context.Context, a chat.Action) (chat.Reply, error)
 }
 
 // Config configures an Adapter.
@@ -137,8 +142,11 @@ type Adapter struct {
 	work     chan core.InboxEvent // acknowledged events waiting for a worker
 	commands chan struct{}        // one token per slash command running
 
-	imu      sync.Mutex
-	inflight map[int64]bool // guarded by imu: inbox events in work or being handled
+	imu sync.Mutex
+	// inflight: the keys of the inbox events in work or being handled
+	// (guarded by imu). Keyed by Key, not ID: the store may give a new
+	// event the id of one just removed, before its handler forgets it.
+	inflight map[string]bool
 
 	lastEvent atomic.Int64 // unix nanoseconds of the last event received
 
@@ -209,7 +217,7 @@ func New(svc Service, cfg Config) (*Adapter, error) {
 		svc: svc, cfg: cfg, log: log, api: api, poster: &Poster{api: api}, http: hc,
 		groups: newGroups(api, cfg.Groups, cfg.GroupTTL, log), users: newUsers(api, log),
 		work: make(chan core.InboxEvent, cfg.Backlog), commands: make(chan struct{}, cfg.Workers),
-		inflight: map[int64]bool{},
+		inflight: map[string]bool{},
 	}, nil
 }
 
@@ -315,7 +323,7 @@ func (a *Adapter) leave() {
 	defer cancel()
 	for range n {
 		e := <-a.work
-		a.done(e.ID)
+		a.done(e.Key)
 		if err := a.cfg.Inbox.InboxRetry(ctx, e.ID, time.Now(), "shutdown before it was handled"); err != nil {
 			a.log.Warn("shutdown: an acknowledged slack event stays in the inbox until its lease ends", "event", e.Key, "err", err)
 		}
@@ -348,7 +356,7 @@ func (a *Adapter) worker(ctx context.Context, closed <-chan struct{}) {
 // when that failed, records when to try again. A panic counts as a
 // failure.
 func (a *Adapter) handle(ctx context.Context, e core.InboxEvent) {
-	defer a.done(e.ID)
+	defer a.done(e.Key)
 	ectx, cancel := context.WithTimeout(ctx, eventTimeout)
 	err := a.safely(ectx, e)
 	cancel()
@@ -378,7 +386,8 @@ func (a *Adapter) handle(ctx context.Context, e core.InboxEvent) {
 }
 
 // safely reads e's payload back and handles it, turning a panic into an
-// error.
+// error. The payload is an Events API event, or a block_actions
+// interaction (a click on a button): their type tells them apart.
 func (a *Adapter) safely(ctx context.Context, e core.InboxEvent) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -386,6 +395,14 @@ func (a *Adapter) safely(ctx context.Context, e core.InboxEvent) (err error) {
 			err = fmt.Errorf("handling panicked: %v", r)
 		}
 	}()
+	if interactive(e.Payload) {
+		var ic slack.InteractionCallback
+		if err := json.Unmarshal(e.Payload, &ic); err != nil {
+			a.log.Error("an interaction in the inbox is not readable; dropped", "event", e.Key, "err", err)
+			return nil
+		}
+		return a.interaction(ctx, ic)
+	}
 	ev, err := slackevents.ParseEvent(json.RawMessage(e.Payload), slackevents.OptionNoVerifyToken())
 	if err != nil {
 		a.log.Error("an event in the inbox is not readable; dropped", "event", e.Key, "err", err)
@@ -400,14 +417,15 @@ var (
 	errClosed      = errors.New("slack adapter shutting down")
 )
 
-// take records an event in the inbox and hands it to the workers without
-// waiting; only when it returns nil may the event be acknowledged. It fails
+// take records an event (or an interaction) in the inbox under key and
+// hands it to the workers without waiting; only when it returns nil may
+// it be acknowledged. An empty key is the payload's SHA-256. It fails
 // when the backlog is full, Run is shutting down, or the inbox write did
 // not commit within acceptTimeout. An event under a key still in the inbox
 // is acknowledged and not handed over again: whoever holds it handles it.
 // When the backlog filled up meanwhile and has no room before the deadline
 // either, the event is left to the next sweep.
-func (a *Adapter) take(ctx context.Context, payload []byte, cb *slackevents.EventsAPICallbackEvent) error {
+func (a *Adapter) take(ctx context.Context, key string, payload []byte) error {
 	a.gate.RLock()
 	defer a.gate.RUnlock()
 	if a.closed {
@@ -415,10 +433,6 @@ func (a *Adapter) take(ctx context.Context, payload []byte, cb *slackevents.Even
 	}
 	if len(a.work) == cap(a.work) {
 		return errBacklogFull
-	}
-	key := ""
-	if cb != nil {
-		key = cb.EventID
 	}
 	if key == "" {
 		sum := sha256.Sum256(payload)
@@ -454,11 +468,11 @@ func (a *Adapter) take(ctx context.Context, payload []byte, cb *slackevents.Even
 // handed over.
 func (a *Adapter) offer(ctx context.Context, e core.InboxEvent) bool {
 	a.imu.Lock()
-	if a.inflight[e.ID] {
+	if a.inflight[e.Key] {
 		a.imu.Unlock()
 		return false
 	}
-	a.inflight[e.ID] = true
+	a.inflight[e.Key] = true
 	a.imu.Unlock()
 	select {
 	case a.work <- e:
@@ -469,16 +483,16 @@ func (a *Adapter) offer(ctx context.Context, e core.InboxEvent) bool {
 	case a.work <- e:
 		return true
 	case <-ctx.Done():
-		a.done(e.ID)
+		a.done(e.Key)
 		return false
 	}
 }
 
-// done forgets that event id is being handled.
-func (a *Adapter) done(id int64) {
+// done forgets that the event under key is being handled.
+func (a *Adapter) done(key string) {
 	a.imu.Lock()
 	defer a.imu.Unlock()
-	delete(a.inflight, id)
+	delete(a.inflight, key)
 }
 
 // sweepLoop hands the workers the inbox's due events, at once and every
@@ -524,6 +538,15 @@ func (a *Adapter) sweep(ctx context.Context) {
 	if n > 0 {
 		a.log.Info("handling slack events from the inbox", "events", n)
 	}
+}
+
+// eventKey is the inbox key of an Events API event: its event_id ("" when
+// it has none).
+func eventKey(cb *slackevents.EventsAPICallbackEvent) string {
+	if cb == nil {
+		return ""
+	}
+	return cb.EventID
 }
 
 // event handles one Events API event (already acknowledged). An error

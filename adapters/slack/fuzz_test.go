@@ -84,7 +84,7 @@ func FuzzSlackSignature(f *testing.F) {
 			}
 		}
 		for len(a.work) > 0 {
-			a.done((<-a.work).ID) // events are FuzzSlackEvent's
+			a.done((<-a.work).Key) // events are FuzzSlackEvent's
 		}
 		if !signed && svc.handed() != 0 {
 			t.Fatalf("a forged request handed %d things over", svc.handed())
@@ -113,7 +113,7 @@ func FuzzSlackEvent(f *testing.F) {
 		defer cancel()
 		for len(a.work) > 0 {
 			e := <-a.work
-			a.done(e.ID)
+			a.done(e.Key)
 			ev, err := slackevents.ParseEvent(json.RawMessage(e.Payload), slackevents.OptionNoVerifyToken())
 			if err != nil {
 				t.Fatalf("an event acknowledged is not readable from the inbox: %v", err)

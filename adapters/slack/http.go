@@ -39,11 +39,7 @@ func (a *Adapter) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /slack/events", a.serveEvents)
 	mux.HandleFunc("POST /slack/commands", a.serveCommand)
-	mux.HandleFunc("POST /slack/interactions", func(w http.ResponseWriter, r *http.Request) {
-		if _, ok := a.verify(w, r); ok {
-			w.WriteHeader(http.StatusOK) // Baton posts nothing interactive yet
-		}
-	})
+	mux.HandleFunc("POST /slack/interactions", a.serveInteraction)
 	return mux
 }
 
@@ -103,19 +99,28 @@ func (a *Adapter) serveEvents(w http.ResponseWriter, r *http.Request) {
 			a.log.Debug("slack retried an event", "retry", n, "reason", r.Header.Get("X-Slack-Retry-Reason"))
 		}
 		cb, _ := ev.Data.(*slackevents.EventsAPICallbackEvent)
-		switch err := a.take(r.Context(), body, cb); {
-		case errors.Is(err, errBacklogFull), errors.Is(err, errClosed):
-			a.log.Warn("slack event refused; slack will send it again", "why", err)
-			http.Error(w, "busy", http.StatusServiceUnavailable)
-		case err != nil:
-			a.log.Error("a slack event could not be stored; answered 500 so that slack sends it again", "err", err)
-			http.Error(w, "not stored", http.StatusInternalServerError)
-		default:
-			w.WriteHeader(http.StatusOK)
-		}
+		a.accept(w, r, eventKey(cb), body)
 	case slackevents.AppRateLimited:
 		a.log.Warn("slack is rate limiting the events sent to baton")
 		w.WriteHeader(http.StatusOK)
+	default:
+		w.WriteHeader(http.StatusOK)
+	}
+}
+
+// accept takes an event or an interaction (take) and answers the request:
+// 200 once it is in the inbox, 503 when the backlog is full or Run is
+// shutting down, 500 when the inbox write failed. Slack sends an event
+// refused so again; a refused click shows its clicker an error, and the
+// log says why.
+func (a *Adapter) accept(w http.ResponseWriter, r *http.Request, key string, payload []byte) {
+	switch err := a.take(r.Context(), key, payload); {
+	case errors.Is(err, errBacklogFull), errors.Is(err, errClosed):
+		a.log.Warn("slack delivery refused: an event is sent again, a click shown failed", "path", r.URL.Path, "why", err)
+		http.Error(w, "busy", http.StatusServiceUnavailable)
+	case err != nil:
+		a.log.Error("a slack delivery could not be stored; answered 500 (an event is sent again, a click shown failed)", "path", r.URL.Path, "err", err)
+		http.Error(w, "not stored", http.StatusInternalServerError)
 	default:
 		w.WriteHeader(http.StatusOK)
 	}

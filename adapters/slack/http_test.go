@@ -37,8 +37,14 @@ type recorder struct {
 	messages []chat.Message  // guarded by mu
 	commands []chat.Command  // guarded by mu
 	reacts   []chat.Reaction // guarded by mu
+	actions  []chat.Action   // guarded by mu
 	reply    chat.Reply
 	wait     time.Duration // HandleCommand takes this long
+	// clickReply is what HandleAction answers; clickErr, while set, makes
+	// it fail instead (and record nothing).
+	clickReply chat.Reply
+	clickErr   error // guarded by mu
+	clickFails int   // guarded by mu: clicks failed with clickErr
 }
 
 func (r *recorder) HandleMessage(ctx context.Context, m chat.Message) (chat.Reply, error) {
@@ -64,10 +70,21 @@ func (r *recorder) HandleReaction(ctx context.Context, x chat.Reaction) (chat.Re
 	return chat.Reply{}, nil
 }
 
+func (r *recorder) HandleAction(ctx context.Context, a chat.Action) (chat.Reply, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.clickErr != nil {
+		r.clickFails++
+		return chat.Reply{}, r.clickErr
+	}
+	r.actions = append(r.actions, a)
+	return r.clickReply, nil
+}
+
 func (r *recorder) handed() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(r.messages) + len(r.commands) + len(r.reacts)
+	return len(r.messages) + len(r.commands) + len(r.reacts) + len(r.actions)
 }
 
 // newInbox opens a store of its own for an adapter's inbox.

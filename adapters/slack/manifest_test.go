@@ -2,6 +2,7 @@ package slack
 
 import (
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -30,7 +31,10 @@ func TestManifest(t *testing.T) {
 			Events struct {
 				Bot []string `yaml:"bot_events"`
 			} `yaml:"event_subscriptions"`
-			SocketMode bool `yaml:"socket_mode_enabled"`
+			SocketMode    bool `yaml:"socket_mode_enabled"`
+			Interactivity struct {
+				Enabled bool `yaml:"is_enabled"`
+			} `yaml:"interactivity"`
 		} `yaml:"settings"`
 	}
 	if err := yaml.Unmarshal(b, &m); err != nil {
@@ -47,5 +51,15 @@ func TestManifest(t *testing.T) {
 	}
 	if len(m.Features.SlashCommands) != 1 || m.Features.SlashCommands[0].Command != "/baton" || !m.Settings.SocketMode {
 		t.Errorf("slash commands %+v, socket mode %v; want /baton and socket mode", m.Features.SlashCommands, m.Settings.SocketMode)
+	}
+	// Buttons (approvals, Stop, Retry) need interactivity; in HTTP mode
+	// its request URL is the handler's, named in the comment to uncomment.
+	if !m.Settings.Interactivity.Enabled {
+		t.Error("interactivity is not enabled: clicks on Baton's buttons would never arrive")
+	}
+	for _, url := range []string{"/slack/events", "/slack/commands", "/slack/interactions"} {
+		if !strings.Contains(string(b), "https://baton.example.com"+url) {
+			t.Errorf("the manifest does not name the HTTP-mode URL %s", url)
+		}
 	}
 }

@@ -203,11 +203,21 @@ func refusedAsText(err error) bool {
 // or malformed is cut to half the size and sent again, down to minUpdate
 // bytes.
 func (p *Poster) Update(ctx context.Context, thread core.ThreadRef, msgID, text string) error {
+	return p.update(ctx, thread, msgID, text, nil)
+}
+
+// update edits message msgID as Update does; with blocks set, the edit
+// carries the blocks it returns for the text as cut (which replace the
+// blocks the message had).
+func (p *Poster) update(ctx context.Context, thread core.ThreadRef, msgID, text string, blocks func(out string) []slack.Block) error {
 	out := render(text)
 	for limit := limits.Update; ; {
 		out = cutBytes(out, limit)
-		_, _, _, err := p.api.UpdateMessageContext(ctx, thread.Channel, msgID,
-			slack.MsgOptionText(out, false), slack.MsgOptionParse(false), slack.MsgOptionLinkNames(false))
+		opts := []slack.MsgOption{slack.MsgOptionText(out, false), slack.MsgOptionParse(false), slack.MsgOptionLinkNames(false)}
+		if blocks != nil {
+			opts = append(opts, slack.MsgOptionBlocks(blocks(out)...))
+		}
+		_, _, _, err := p.api.UpdateMessageContext(ctx, thread.Channel, msgID, opts...)
 		if err == nil {
 			return nil
 		}
@@ -319,17 +329,37 @@ func cutBytes(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	const ellipsis = "…"
 	n -= len(ellipsis)
 	for n > 0 && !utf8.RuneStart(s[n]) {
 		n--
 	}
-	s = s[:n]
+	return trimTail(s[:n]) + ellipsis
+}
+
+// cutRunes cuts s to at most n characters as cutBytes cuts bytes.
+func cutRunes(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	i := 0
+	for range n - utf8.RuneCountInString(ellipsis) {
+		_, size := utf8.DecodeRuneInString(s[i:])
+		i += size
+	}
+	return trimTail(s[:i]) + ellipsis
+}
+
+// ellipsis ends a text cut short.
+const ellipsis = "…"
+
+// trimTail removes what a cut left half of at the end of s: an HTML
+// entity (&amp;), a link or a mention.
+func trimTail(s string) string {
 	if i := strings.LastIndexByte(s, '&'); i >= 0 && !strings.Contains(s[i:], ";") {
 		s = s[:i]
 	}
 	if i := strings.LastIndexByte(s, '<'); i >= 0 && !strings.Contains(s[i:], ">") {
 		s = s[:i] // half a link or mention
 	}
-	return s + ellipsis
+	return s
 }

@@ -41,6 +41,7 @@ func TestPosterPost(t *testing.T) {
 			if id == "" {
 				t.Error("Post returned no ts")
 			}
+			tt.want[0].Posted = id // the ts Slack answered
 			if diff := cmp.Diff(tt.want, f.Recorded()); diff != "" {
 				t.Errorf("calls (-want +got):\n%s", diff)
 			}

@@ -13,12 +13,14 @@ import (
 )
 
 // runSocket runs the Socket Mode connection until ctx ends. slack-go
-// reconnects after a drop or a disconnect request. An event's envelope is
-// acknowledged once the event is committed to the inbox, and the event then
-// handed to the workers; when the inbox write fails, the backlog is full or
-// Run is shutting down, the envelope is not acknowledged and Slack sends it
-// again. A slash command is acknowledged with its answer; other envelopes
-// as soon as they are read.
+// reconnects after a drop or a disconnect request. An event's envelope, and
+// an interactive one of a click on a button (block_actions), is
+// acknowledged once its payload is committed to the inbox, and the payload
+// then handed to the workers; when the inbox write fails, the backlog is
+// full or Run is shutting down, the envelope is not acknowledged: Slack
+// sends an event again, and shows the clicker that the click failed. A
+// slash command is acknowledged with its answer; other envelopes as soon
+// as they are read.
 func (a *Adapter) runSocket(ctx context.Context) error {
 	sm := socketmode.New(a.api, socketmode.OptionLog(slog.NewLogLogger(a.log.Handler(), slog.LevelDebug)))
 	ctx, cancel := context.WithCancel(ctx)
@@ -76,7 +78,7 @@ func (a *Adapter) socketEvent(ctx context.Context, sm *socketmode.Client, ev soc
 			a.log.Debug("slack retried an event", "retry", ev.Request.RetryAttempt, "reason", ev.Request.RetryReason)
 		}
 		cb, _ := e.Data.(*slackevents.EventsAPICallbackEvent)
-		if err := a.take(ctx, ev.Request.Payload, cb); err != nil {
+		if err := a.take(ctx, eventKey(cb), ev.Request.Payload); err != nil {
 			a.log.Warn("a slack event not acknowledged; slack will send it again", "envelope", ev.Request.EnvelopeID, "why", err)
 			return nil
 		}
@@ -95,9 +97,22 @@ func (a *Adapter) socketEvent(ctx context.Context, sm *socketmode.Client, ev soc
 		// slash gives one within CommandWait, so the loop waits.
 		a.ack(ctx, sm, ev.Request, ephemeral(a.slash(ctx, sc)))
 	case socketmode.EventTypeInteractive:
-		if ev.Request != nil {
-			a.ack(ctx, sm, ev.Request, nil)
+		if ev.Request == nil {
+			return nil
 		}
+		a.touch()
+		ic, ok := ev.Data.(slack.InteractionCallback)
+		if !ok || ic.Type != slack.InteractionTypeBlockActions {
+			a.ack(ctx, sm, ev.Request, nil) // nothing Baton shows sends these
+			return nil
+		}
+		// As an event: acknowledged once in the inbox, and handled by the
+		// workers, within Slack's 3 s whatever the click does.
+		if err := a.take(ctx, interactionKey(ic), ev.Request.Payload); err != nil {
+			a.log.Warn("a slack click not acknowledged; its clicker sees it fail", "envelope", ev.Request.EnvelopeID, "why", err)
+			return nil
+		}
+		a.ack(ctx, sm, ev.Request, nil)
 	}
 	return nil
 }

@@ -68,6 +68,12 @@ func (s *socketFake) bind(c slacktest.Customize) {
 func (s *socketFake) envelope(c *websocket.Conn, id string, retry int, payload string) {
 	_ = c.WriteJSON(map[string]any{"envelope_id": id, "type": "events_api", "payload": json.RawMessage(payload),
 		"accepts_response_payload": false, "retry_attempt": retry, "retry_reason": map[bool]string{true: "timeout"}[retry > 0]})
+	s.awaitAck(c, id)
+}
+
+// awaitAck reads acks, recording each, until envelope id's comes or the
+// connection ends.
+func (s *socketFake) awaitAck(c *websocket.Conn, id string) {
 	for {
 		_, b, err := c.ReadMessage()
 		if err != nil {

@@ -1,7 +1,9 @@
 // Package slackfake is Slack as Baton's tests see it: the Web API (on
 // slack-go's slacktest server, with the routes slacktest lacks) recording
-// every call Baton makes, the requests Slack sends an HTTP-mode app, signed
-// as Slack signs them, and an inbox that fails as a full disk does.
+// every call Baton makes (the blocks of a message too, so that its buttons
+// can be found), the requests Slack sends an HTTP-mode app (events, clicks
+// on buttons: BlockActions, Interaction), signed as Slack signs them, and
+// an inbox that fails as a full disk does.
 //
 // A test starts a Server, points the adapter at it (slack.Config.APIURL =
 // URL(), BotToken = BotToken), sends it events built with MentionEvent,
@@ -28,6 +30,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -64,11 +67,76 @@ type Call struct {
 	Parse     string
 	LinkNames string
 	User      string // chat.postEphemeral
+	// Posted is the ts a chat.postMessage was answered with: the new
+	// message's, which later edits (TS) and clicks on it name.
+	Posted string
+	// Blocks is the Block Kit JSON a chat.postMessage or chat.update
+	// carried ("" when it sent none); Buttons and Section read it.
+	Blocks string
+}
+
+// Button is a button of a recorded message's blocks.
+type Button struct {
+	ActionID string
+	Value    string
+	Label    string
+	Style    string // "primary", "danger" or ""
+}
+
+// Buttons returns the buttons of the call's actions blocks, in order:
+// none when it sent no blocks, or blocks without buttons (an edit that
+// removed them).
+func (c Call) Buttons() []Button {
+	var blocks []struct {
+		Type     string `json:"type"`
+		Elements []struct {
+			Type     string `json:"type"`
+			ActionID string `json:"action_id"`
+			Value    string `json:"value"`
+			Style    string `json:"style"`
+			Text     struct {
+				Text string `json:"text"`
+			} `json:"text"`
+		} `json:"elements"`
+	}
+	_ = json.Unmarshal([]byte(c.Blocks), &blocks)
+	var out []Button
+	for _, b := range blocks {
+		if b.Type != "actions" {
+			continue
+		}
+		for _, e := range b.Elements {
+			if e.Type == "button" {
+				out = append(out, Button{ActionID: e.ActionID, Value: e.Value, Label: e.Text.Text, Style: e.Style})
+			}
+		}
+	}
+	return out
+}
+
+// Section returns the text of the call's first section block ("" when it
+// has none).
+func (c Call) Section() string {
+	var blocks []struct {
+		Type string `json:"type"`
+		Text struct {
+			Text string `json:"text"`
+		} `json:"text"`
+	}
+	_ = json.Unmarshal([]byte(c.Blocks), &blocks)
+	for _, b := range blocks {
+		if b.Type == "section" {
+			return b.Text.Text
+		}
+	}
+	return ""
 }
 
 // Server is the fake Web API. It answers, besides slacktest's routes:
 // chat.postMessage, chat.update, chat.postEphemeral, reactions.add and
-// reactions.remove (recorded, each answered with a fresh ts);
+// reactions.remove (recorded, blocks included, each answered with a fresh
+// ts; blocks with a section over Slack's 3,000 characters are answered
+// invalid_blocks, as Slack answers them);
 // usergroups.users.list (SetMembers); users.info (SetUser); files.info
 // (SetFileInfo); auth.test (the bot's identity); conversations.replies (an
 // empty thread); the external upload (files.getUploadURLExternal, the
@@ -87,6 +155,8 @@ type Server struct {
 	// texts are answered msg_too_long and counted in refused.
 	maxText map[string]int // guarded by mu
 	refused int            // guarded by mu
+	// noBlocks: method → whether it refuses any blocks (RefuseBlocks).
+	noBlocks map[string]bool // guarded by mu
 	// members: user group id → its members (usergroups.users.list);
 	// memberCalls counts the calls.
 	members     map[string][]string // guarded by mu
@@ -103,7 +173,7 @@ type Server struct {
 // routes (Socket Mode's, say) on the same server.
 func NewServer(t testing.TB, extra ...slacktest.Binder) *Server {
 	t.Helper()
-	s := &Server{fail: map[string]string{}, limit: map[string]int{}, files: map[string][]byte{}, maxText: map[string]int{},
+	s := &Server{fail: map[string]string{}, limit: map[string]int{}, files: map[string][]byte{}, maxText: map[string]int{}, noBlocks: map[string]bool{},
 		members: map[string][]string{}, users: map[string]string{}, fileInfo: map[string]map[string]any{}}
 	bind := func(c slacktest.Customize) {
 		for _, m := range []string{"chat.postMessage", "chat.update", "chat.postEphemeral", "reactions.add", "reactions.remove"} {
@@ -249,18 +319,50 @@ func (s *Server) record(method string) http.HandlerFunc {
 			WriteJSON(w, map[string]any{"ok": false, "error": "msg_too_long"})
 			return
 		}
+		if blocks := r.FormValue("blocks"); blocks != "" && s.refusesBlocks(method, blocks) {
+			WriteJSON(w, map[string]any{"ok": false, "error": "invalid_blocks"})
+			return
+		}
 		c := Call{Method: method, Channel: r.FormValue("channel"), TS: r.FormValue("ts"), ThreadTS: r.FormValue("thread_ts"),
-			Text: r.FormValue("text"), Name: r.FormValue("name"), Parse: r.FormValue("parse"), LinkNames: r.FormValue("link_names"), User: r.FormValue("user")}
+			Text: r.FormValue("text"), Name: r.FormValue("name"), Parse: r.FormValue("parse"), LinkNames: r.FormValue("link_names"), User: r.FormValue("user"),
+			Blocks: r.FormValue("blocks")}
 		if method == "reactions.add" || method == "reactions.remove" {
 			c.TS = r.FormValue("timestamp")
 		}
 		s.mu.Lock()
 		s.seq++
 		ts := fmt.Sprintf("1700000100.%06d", s.seq)
+		if method == "chat.postMessage" {
+			c.Posted = ts
+		}
 		s.calls = append(s.calls, c)
 		s.mu.Unlock()
 		WriteJSON(w, map[string]any{"ok": true, "channel": c.Channel, "ts": ts})
 	}
+}
+
+// maxSection is the most characters Slack takes in a section block's text.
+const maxSection = 3000
+
+// refusesBlocks reports blocks Slack would refuse (a section's text over
+// maxSection characters, or no JSON array), or that RefuseBlocks refuses.
+func (s *Server) refusesBlocks(method, blocks string) bool {
+	s.mu.Lock()
+	refuse := s.noBlocks[method]
+	s.mu.Unlock()
+	var parsed []json.RawMessage
+	if refuse || json.Unmarshal([]byte(blocks), &parsed) != nil {
+		return true
+	}
+	return utf8.RuneCountInString(Call{Blocks: blocks}.Section()) > maxSection
+}
+
+// RefuseBlocks makes every later call of method that carries blocks
+// answer invalid_blocks.
+func (s *Server) RefuseBlocks(method string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.noBlocks[method] = true
 }
 
 // Recorded returns the calls of the given methods (all when none named),
@@ -405,6 +507,48 @@ func Callback(eventID string, ev map[string]any) string {
 		"event_time": 1700000000, "event": ev,
 	})
 	return string(b)
+}
+
+// triggers numbers the trigger_id of each interaction BlockActions makes.
+var triggers atomic.Int64
+
+// BlockActions is a block_actions interaction as Slack sends it when user
+// clicks the button with value on message ts of channel (in the thread
+// under threadTS; "" when the message is a root or in a direct-message
+// channel), in workspace Team; each has a trigger_id of its own. It is
+// the payload field of Interaction's form and, as is, the payload of a
+// Socket Mode interactive envelope.
+func BlockActions(value, user, channel, ts, threadTS string) string {
+	n := triggers.Add(1)
+	msg := map[string]any{"type": "message", "user": BotUser, "bot_id": BotID, "text": "the message", "ts": ts}
+	container := map[string]any{"type": "message", "message_ts": ts, "channel_id": channel, "is_ephemeral": false}
+	if threadTS != "" {
+		msg["thread_ts"] = threadTS
+		container["thread_ts"] = threadTS
+	}
+	b, _ := json.Marshal(map[string]any{
+		"type":         "block_actions",
+		"user":         map[string]any{"id": user, "username": "handle-" + user, "name": "handle-" + user, "team_id": Team},
+		"api_app_id":   "A1",
+		"token":        "XXYYZZ",
+		"container":    container,
+		"trigger_id":   fmt.Sprintf("%d.1234.abcdef%d", 1700000000+n, n),
+		"team":         map[string]any{"id": Team, "domain": "baton-test"},
+		"channel":      map[string]any{"id": channel, "name": "general"},
+		"message":      msg,
+		"response_url": "https://hooks.slack.invalid/actions/T1/1/x",
+		"actions": []any{map[string]any{"type": "button", "action_id": "baton_0", "block_id": "baton_actions", "value": value,
+			"text": map[string]any{"type": "plain_text", "text": "a button", "emoji": true}, "action_ts": fmt.Sprintf("1700000200.%06d", n)}},
+	})
+	return string(b)
+}
+
+// Interaction returns a POST of payload (BlockActions) to
+// base+/slack/interactions, form-encoded and signed at at, as Slack sends
+// a click to an HTTP-mode app.
+func Interaction(t testing.TB, base, payload string, at time.Time) *http.Request {
+	t.Helper()
+	return Sign(t, base, "/slack/interactions", url.Values{"payload": {payload}}.Encode(), at, "application/x-www-form-urlencoded")
 }
 
 // ErrDiskFull is what SQLite says when the disk is full; BrokenInbox
