@@ -14,6 +14,7 @@ func TestTransitionTable(t *testing.T) {
 		{JobRunning, JobWaitingSubtasks}: true, {JobRunning, JobFailed}: true,
 		{JobRunning, JobAborted}: true, {JobRunning, JobQueued}: true,
 		{JobWaitingHuman, JobQueued}: true, {JobWaitingSubtasks, JobQueued}: true,
+		{JobRunning, JobWaitingApproval}: true, {JobWaitingApproval, JobQueued}: true, {JobWaitingApproval, JobAborted}: true,
 	}
 	for _, from := range JobStates {
 		for _, to := range JobStates {
