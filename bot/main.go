@@ -154,7 +154,7 @@ func init() {
 		{"gateway", "[--config FILE] [--adopt-workspaces|--discard-workspaces]", "run adapters, deliverers and HTTP, without workers (needs Redis)", (*Main).gateway},
 		{"worker", "[--config FILE] [--adopt-workspaces|--discard-workspaces]", "run workers only (needs Redis)", (*Main).worker},
 		{"chat", "[--config FILE] [--data-dir DIR] [--piece P] [--adopt-workspaces|--discard-workspaces]", "talk to Baton in an interactive console thread", (*Main).chat},
-		{"run", `[--config FILE] [--data-dir DIR] [--piece P] [--task N] [--adopt-workspaces|--discard-workspaces] "instruction" | --task N --approve | --task N --deny [--reason TEXT]`, "run one job in this process; the answer goes to stdout; --approve or --deny decides the task's call waiting for approval and runs the job on", (*Main).runJob},
+		{"run", `[--config FILE] [--data-dir DIR] [--piece P] [--task N] [--adopt-workspaces|--discard-workspaces] ("instruction" | --approve | --deny [--reason TEXT])`, "run one job in this process; the answer goes to stdout (--task N --approve|--deny: decide its call waiting for approval)", (*Main).runJob},
 		{"pieces", "validate [--config FILE] [FILES] | list [--config FILE]", "check piece files, or list the pieces", (*Main).pieces},
 		{"migrate", "[--config FILE]", "apply the database migrations", (*Main).migrate},
 		{"version", "", "print the version", (*Main).printVersion},

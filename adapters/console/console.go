@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -258,16 +259,16 @@ func (c *Console) drop(msgID string) {
 	c.dropLocked(msgID)
 }
 
-// dropLocked removes the ask of message msgID and reports whether the
-// prompt now asks about another approval.
-func (c *Console) dropLocked(msgID string) bool {
-	for i, a := range c.asks {
-		if a.msgID == msgID {
-			c.asks = append(c.asks[:i], c.asks[i+1:]...)
-			return i == 0 && len(c.asks) > 0
-		}
+func (c *Console) dropLocked(msgID string) {
+	c.asks = slices.DeleteFunc(c.asks, func(a ask) bool { return a.msgID == msgID })
+}
+
+// reaskLocked shows the approval prompt again after a print, so that it
+// stays the last line while an approval waits.
+func (c *Console) reaskLocked() {
+	if len(c.asks) > 0 {
+		fmt.Fprint(c.out, c.asks[0].prompt())
 	}
-	return false
 }
 
 func (c *Console) printf(format string, args ...any) {
@@ -281,6 +282,7 @@ func (c *Console) Post(ctx context.Context, thread core.ThreadRef, text string) 
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	fmt.Fprintf(c.out, "\nbaton: %s\n", strings.TrimSpace(text))
+	c.reaskLocked()
 	return c.idLocked(), nil
 }
 
@@ -298,11 +300,12 @@ func (c *Console) updateLocked(msgID, text string) {
 	}
 	c.status[msgID] = text
 	fmt.Fprintf(c.out, "\n  %s\n", strings.TrimSpace(text))
+	c.reaskLocked()
 }
 
 // PostButtons implements chat.ButtonPoster: the text is printed as a post;
-// buttons that decide an approval put it on the prompt, shown at once when
-// no other approval is asked first.
+// buttons that decide an approval put it on the prompt, behind those asked
+// before it.
 func (c *Console) PostButtons(ctx context.Context, thread core.ThreadRef, text string, buttons []chat.Button) (string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -311,10 +314,8 @@ func (c *Console) PostButtons(ctx context.Context, thread core.ThreadRef, text s
 	fmt.Fprintf(c.out, "\nbaton: %s\n", strings.TrimSpace(text))
 	if a, ok := askOf(thread, id, buttons); ok {
 		c.asks = append(c.asks, a)
-		if len(c.asks) == 1 {
-			fmt.Fprint(c.out, a.prompt())
-		}
 	}
+	c.reaskLocked()
 	return id, nil
 }
 
@@ -324,14 +325,10 @@ func (c *Console) PostButtons(ctx context.Context, thread core.ThreadRef, text s
 func (c *Console) UpdateButtons(ctx context.Context, thread core.ThreadRef, msgID, text string, buttons []chat.Button) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	next := false
 	if _, ok := askOf(thread, msgID, buttons); !ok {
-		next = c.dropLocked(msgID)
+		c.dropLocked(msgID)
 	}
 	c.updateLocked(msgID, text)
-	if next {
-		c.promptLocked()
-	}
 	return nil
 }
 
@@ -345,6 +342,7 @@ func (c *Console) Upload(ctx context.Context, thread core.ThreadRef, name string
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	fmt.Fprintf(c.out, "\nbaton: file %s (%d bytes)\n", comment, size)
+	c.reaskLocked()
 	return c.idLocked(), nil
 }
 

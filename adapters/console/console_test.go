@@ -200,3 +200,31 @@ func TestParseAnswer(t *testing.T) {
 		}
 	}
 }
+
+// TestApprovalPromptStaysLast: what is printed while an approval waits
+// (the status line, a post) is followed by the prompt again.
+func TestApprovalPromptStaysLast(t *testing.T) {
+	var out bytes.Buffer
+	c := console.New(&service{}, strings.NewReader(""), &out, "alice")
+	ctx := context.Background()
+	status, err := c.PostButtons(ctx, thread, "Working on it", []chat.Button{{Action: "stop:7", Label: "Stop"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), console.AnswerPrompt) {
+		t.Fatalf("a prompt before any approval:\n%s", out.String())
+	}
+	postApproval(t, c, "7.1")
+	if err := c.UpdateButtons(ctx, thread, status, "Waiting for approval of Bash.", []chat.Button{{Action: "stop:7", Label: "Stop"}}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(out.String(), "Waiting for approval of Bash.\n"+console.AnswerPrompt) {
+		t.Errorf("the prompt is not the last line:\n%s", out.String())
+	}
+	if _, err := c.Post(ctx, thread, "a note"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(out.String(), "a note\n"+console.AnswerPrompt) {
+		t.Errorf("the prompt is not the last line:\n%s", out.String())
+	}
+}
