@@ -26,6 +26,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/baton-bot/baton/core"
 	"github.com/baton-bot/baton/core/docparse"
 	"github.com/baton-bot/baton/core/workspace"
 )
@@ -153,7 +154,7 @@ func init() {
 		{"gateway", "[--config FILE] [--adopt-workspaces|--discard-workspaces]", "run adapters, deliverers and HTTP, without workers (needs Redis)", (*Main).gateway},
 		{"worker", "[--config FILE] [--adopt-workspaces|--discard-workspaces]", "run workers only (needs Redis)", (*Main).worker},
 		{"chat", "[--config FILE] [--data-dir DIR] [--piece P] [--adopt-workspaces|--discard-workspaces]", "talk to Baton in an interactive console thread", (*Main).chat},
-		{"run", `[--config FILE] [--data-dir DIR] [--piece P] [--task N] [--adopt-workspaces|--discard-workspaces] "instruction"`, "run one job in this process; the answer goes to stdout", (*Main).runJob},
+		{"run", `[--config FILE] [--data-dir DIR] [--piece P] [--task N] [--adopt-workspaces|--discard-workspaces] ("instruction" | --approve | --deny [--reason TEXT])`, "run one job in this process; the answer goes to stdout (--task N --approve|--deny: decide its call waiting for approval)", (*Main).runJob},
 		{"pieces", "validate [--config FILE] [FILES] | list [--config FILE]", "check piece files, or list the pieces", (*Main).pieces},
 		{"migrate", "[--config FILE]", "apply the database migrations", (*Main).migrate},
 		{"version", "", "print the version", (*Main).printVersion},
@@ -407,6 +408,10 @@ func (m *Main) worker(ctx context.Context, args []string) error {
 type jobFlags struct {
 	piece string
 	task  int64 // run only; 0: a new task
+	// decision and reason (run only, with task): the verdict on the
+	// task's call waiting for approval, "" for none.
+	decision core.Verdict
+	reason   string
 }
 
 func (m *Main) chat(ctx context.Context, args []string) error {
@@ -435,13 +440,33 @@ func (m *Main) runJob(ctx context.Context, args []string) error {
 	var jf jobFlags
 	fs.StringVar(&jf.piece, "piece", "", "`piece` to run (default: default_piece)")
 	fs.Int64Var(&jf.task, "task", 0, "continue task `N` (for example to answer its question)")
+	approve := fs.Bool("approve", false, "with --task N: approve the task's call waiting for approval, and run the job on")
+	deny := fs.Bool("deny", false, "with --task N: deny the task's call waiting for approval (the agent is told), and run the job on")
+	fs.StringVar(&jf.reason, "reason", "", "with --deny: the `reason` the agent is told")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	instruction := strings.TrimSpace(strings.Join(fs.Args(), " "))
-	if instruction == "" {
+	switch {
+	case *approve && *deny:
+		return usageErr("baton run: --approve and --deny exclude each other")
+	case *approve || *deny:
+		jf.decision = core.VerdictApprove
+		if *deny {
+			jf.decision = core.VerdictDeny
+		}
+		if jf.task == 0 {
+			return usageErr("baton run: --approve and --deny decide a task's call waiting for approval: name the task with --task N")
+		}
+		if instruction != "" {
+			return usageErr("baton run: --approve and --deny take no instruction, got %q", instruction)
+		}
+	case instruction == "":
 		fs.Usage()
 		return usageErr("baton run: an instruction is required")
+	}
+	if jf.reason != "" && !*deny {
+		return usageErr("baton run: --reason goes with --deny")
 	}
 	if jf.task < 0 {
 		return usageErr("baton run: --task must be a task number, got %d", jf.task)

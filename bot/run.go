@@ -11,12 +11,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/baton-bot/baton/adapters/console"
 	"github.com/baton-bot/baton/core"
+	"github.com/baton-bot/baton/core/chat"
 )
 
 // Exit codes of baton run beyond the shared ones (SPEC §2).
 const (
-	exitQuestion = 3 // the agent asked and stdin is not a terminal
+	exitQuestion = 3 // the agent asked, or a call waits for approval, and stdin is not a terminal
 	exitJobEnded = 4 // the job failed or was aborted
 )
 
@@ -35,9 +37,10 @@ func consoleUser(env func(string) string) (id, name string) {
 }
 
 // run runs one job in this process on the in-process queue: a new task, or
-// task jf.task continued (answering its question, or a new request in it).
+// task jf.task continued (answering its question, deciding its call that
+// waits for approval, or a new request in it).
 func (m *Main) run(ctx context.Context, jf jobFlags, instruction string) error {
-	sys, err := newSystem(ctx, m.Config, m.Logger, systemOptions{embedded: true, workspaces: m.workspaces})
+	sys, err := newSystem(ctx, m.Config, m.Logger, systemOptions{embedded: true, decide: true, workspaces: m.workspaces})
 	if err != nil {
 		return m.systemErr("run", err)
 	}
@@ -108,6 +111,88 @@ func (m *Main) run(ctx context.Context, jf jobFlags, instruction string) error {
 			if err := m.answer(ctx, sys, task, j, answer, userID, userName); err != nil {
 				return err
 			}
+		case core.JobWaitingApproval:
+			a, err := sys.store.Approval(ctx, j.ID, j.WaitSeq)
+			if err != nil {
+				return fmt.Errorf("the approval job #%d waits for: %w", j.ID, err)
+			}
+			later := fmt.Sprintf("baton run --task %d --approve (or --deny [--reason TEXT])", task.ID)
+			fmt.Fprintf(m.Stdout, "approval #%d, task #%d: %s (%s)\n%s\n", a.ID, task.ID, a.Tool, a.Rule, strings.TrimSpace(a.Preview))
+			if !isTerminal(m.Stdin) {
+				return &exitError{code: exitQuestion, err: fmt.Errorf("baton: task #%d waits for approval of the call above; decide with: %s", task.ID, later)}
+			}
+			v, err := askVerdict(in, m.Stderr)
+			if err != nil {
+				if err == io.EOF {
+					return &exitError{code: exitQuestion, err: fmt.Errorf("baton: no answer; decide later with: %s", later)}
+				}
+				return err
+			}
+			if err := m.decide(ctx, sys, task, j, v, "", userID, userName); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// askVerdict asks at the terminal for the answer to an approval until one
+// comes (console.ParseAnswer); io.EOF when the input ends first.
+func askVerdict(in *bufio.Reader, w io.Writer) (core.Verdict, error) {
+	for {
+		fmt.Fprint(w, console.AnswerPrompt)
+		line, err := in.ReadString('\n')
+		if v, ok := console.ParseAnswer(line); ok {
+			return v, nil
+		}
+		if err != nil {
+			return "", err
+		}
+		if strings.TrimSpace(line) != "" {
+			fmt.Fprintln(w, "baton: answer y (run it), n (deny it) or a (run it, and always allow it from now on)")
+		}
+	}
+}
+
+// decide hands the verdict on the approval job j waits for to the
+// conversation service, as the person at the terminal: the service checks
+// their right and that the wait is undecided, records the decision and
+// resumes the job. A deny with a reason goes as `!deny reason` (buttons
+// carry none). What the service refuses is an error with its sentence.
+func (m *Main) decide(ctx context.Context, sys *system, task core.Task, j core.Job, v core.Verdict, reason, userID, userName string) error {
+	who := chat.Author{ID: userID, Name: userName}
+	var r chat.Reply
+	var err error
+	if v == core.VerdictDeny && reason != "" {
+		r, err = sys.chat.HandleCommand(ctx, chat.Command{Name: "deny", Args: reason, Thread: task.Thread, InThread: true, Author: who})
+	} else {
+		r, err = sys.chat.HandleAction(ctx, chat.Action{Value: string(v) + ":" + core.ApprovalKey(j.ID, j.WaitSeq), Thread: task.Thread, Author: who})
+	}
+	if err != nil {
+		return fmt.Errorf("decide the approval of job #%d: %w", j.ID, err)
+	}
+	if r.Text != "" {
+		return fmt.Errorf("baton: %s", r.Text)
+	}
+	m.settleOutbox(ctx, sys, task.ID)
+	return nil
+}
+
+// settleOutbox marks the outbox messages of task taskID delivered: the
+// service's decision edits the approval's message, which baton run never
+// posted, and a later baton chat, delivering the console's outbox, would
+// post it out of nowhere.
+func (m *Main) settleOutbox(ctx context.Context, sys *system, taskID int64) {
+	due, err := sys.store.DueOutbox(ctx, core.PlatformConsole, time.Now(), 100)
+	if err != nil {
+		m.Logger.Warn("settling the task's outbox failed", "task", taskID, "err", err)
+		return
+	}
+	for _, o := range due {
+		if o.TaskID != taskID {
+			continue
+		}
+		if err := sys.store.OutboxSent(ctx, o.ID, ""); err != nil {
+			m.Logger.Warn("settling the task's outbox failed", "task", taskID, "err", err)
 		}
 	}
 }
@@ -131,6 +216,12 @@ func (m *Main) startRun(ctx context.Context, sys *system, jf jobFlags, instructi
 		task = t
 		active, err := sys.store.ActiveJob(ctx, t.ID)
 		switch {
+		case jf.decision != "" && err == nil && active.State == core.JobWaitingApproval:
+			return task, active, m.decide(ctx, sys, task, active, jf.decision, jf.reason, userID, userName)
+		case jf.decision != "" && (err == nil || errors.Is(err, core.ErrNotFound)):
+			return task, active, usageErr("baton run: task #%d has no call waiting for approval", t.ID)
+		case err == nil && active.State == core.JobWaitingApproval:
+			return task, active, usageErr("baton run: task #%d waits for approval of a call (job #%d); decide with: baton run --task %d --approve (or --deny [--reason TEXT])", t.ID, active.ID, t.ID)
 		case err == nil && active.State == core.JobWaitingHuman:
 			return task, active, m.answer(ctx, sys, task, active, instruction, userID, userName)
 		case err == nil:
@@ -168,7 +259,7 @@ func (m *Main) answer(ctx context.Context, sys *system, task core.Task, j core.J
 }
 
 // waitJob waits until job id succeeds, fails, is aborted or waits for a
-// person, printing its progress.
+// person (an answer or an approval), printing its progress.
 func (m *Main) waitJob(ctx context.Context, sys *system, id int64, p *progress) (core.Job, error) {
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
@@ -178,7 +269,7 @@ func (m *Main) waitJob(ctx context.Context, sys *system, id int64, p *progress) 
 		if err != nil {
 			return core.Job{}, err
 		}
-		if j.State.Terminal() || j.State == core.JobWaitingHuman {
+		if j.State.Terminal() || j.State == core.JobWaitingHuman || j.State == core.JobWaitingApproval {
 			p.print(ctx, sys.store, id)
 			return j, nil
 		}
@@ -233,6 +324,8 @@ func (p *progress) print(ctx context.Context, st interface {
 			fmt.Fprintf(p.w, "  transition refused: %s\n", clip(e.Detail, 160))
 		case strings.HasPrefix(e.Kind, "context_"):
 			fmt.Fprintf(p.w, "  %s\n", e.Detail)
+		case e.Kind == core.EventApprovalAsked, e.Kind == core.EventApprovalDecided:
+			fmt.Fprintf(p.w, "  %s\n", clip(e.Detail, 160))
 		case e.Kind == core.EventLeaseLost, e.Kind == core.EventRequeued, e.Kind == core.EventError:
 			fmt.Fprintf(p.w, "  %s: %s\n", e.Kind, clip(e.Detail, 160))
 		}

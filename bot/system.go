@@ -56,7 +56,7 @@ type system struct {
 	pool     *worker.Pool
 	dispatch worker.Dispatch
 	rec      *worker.Reconciler
-	chat     *chat.Service // nil without conversations (baton run)
+	chat     *chat.Service // nil unless systemOptions.converse or decide
 	metrics  *metrics
 	floor    *workspace.Floor                       // data_dir's free-space floor: tools and /readyz
 	ready    map[string]func(context.Context) error // adapters' readiness, by name
@@ -78,6 +78,10 @@ type systemOptions struct {
 	// converse builds the conversation service: jobs tell their threads
 	// about their progress through the outbox.
 	converse bool
+	// decide builds the conversation service without wiring it to the
+	// jobs: baton run decides approvals through it, and its jobs tell no
+	// thread.
+	decide bool
 	// workspaces says what to do with workspaces the store does not know
 	// (--adopt-workspaces, --discard-workspaces); the zero value refuses
 	// to start.
@@ -358,12 +362,14 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger, opts systemOpt
 	sys.gate = policy.New(rules, sys.store)
 	var observer engine.Observer
 	var notifier worker.Notifier
-	if opts.converse {
+	if opts.converse || opts.decide {
 		sys.chat = chat.NewService(sys.store, sys.queue, chat.Config{
 			DefaultPiece: cfg.DefaultPiece, Pieces: sys.pieces, Locale: cfg.Locale, MaxFileBytes: cfg.Files.MaxBytes,
 			Access: chatAccess(cfg), Kick: sys.kick, Logger: log,
 		})
-		observer, notifier = sys.chat, sys.chat
+		if opts.converse {
+			observer, notifier = sys.chat, sys.chat
+		}
 	}
 	sys.floor = workspace.NewFloor(workspace.FloorConfig{Dir: cfg.DataDir, MinFreeBytes: cfg.Workspaces.MinFreeBytes, Logger: log})
 	loc, err := time.LoadLocation(cfg.Timezone)

@@ -1,7 +1,8 @@
 // Package api is Baton's task API: the HTTP entry point for programs rather
 // than people in chat. It serves, under /api/, the creation of tasks,
-// comments on them (answers, steering, follow-up requests), their state and
-// their abort, as JSON, behind a bearer token.
+// comments on them (answers, steering, follow-up requests), their state,
+// the decisions on their calls waiting for approval and their abort, as
+// JSON, behind a bearer token.
 //
 // Every request goes through the same conversation service as the chat
 // platforms: a task created here is a thread on the "api" platform, a
@@ -16,6 +17,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -40,6 +42,9 @@ import (
 type Service interface {
 	HandleMessage(ctx context.Context, m chat.Message) (chat.Reply, error)
 	HandleCommand(ctx context.Context, c chat.Command) (chat.Reply, error)
+	// HandleAction decides an approval as its button would: rights and
+	// one decision per wait are the service's.
+	HandleAction(ctx context.Context, a chat.Action) (chat.Reply, error)
 }
 
 // Store is the part of core.Store the API reads. Implementations are safe
@@ -51,6 +56,8 @@ type Store interface {
 	Job(ctx context.Context, id int64) (core.Job, error)
 	Jobs(ctx context.Context, f core.JobFilter) ([]core.Job, error)
 	RecentComments(ctx context.Context, taskID int64, n int) ([]core.Comment, error)
+	ApprovalByID(ctx context.Context, id int64) (core.Approval, error)
+	PendingApprovals(ctx context.Context, taskID int64) ([]core.Approval, error)
 }
 
 var _ Store = (core.Store)(nil)
@@ -111,6 +118,8 @@ func (a *API) Handler() http.Handler {
 	mux.HandleFunc("/api/tasks/{id}/comments", allow("POST"))
 	mux.HandleFunc("POST /api/tasks/{id}/abort", a.abort)
 	mux.HandleFunc("/api/tasks/{id}/abort", allow("POST"))
+	mux.HandleFunc("POST /api/tasks/{id}/approvals/{approval}", a.decide)
+	mux.HandleFunc("/api/tasks/{id}/approvals/{approval}", allow("POST"))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "There is nothing at "+r.URL.Path+".")
 	})
@@ -321,7 +330,91 @@ func (a *API) abort(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-var activeStates = []core.JobState{core.JobQueued, core.JobRunning, core.JobWaitingHuman, core.JobWaitingSubtasks}
+var activeStates = []core.JobState{core.JobQueued, core.JobRunning, core.JobWaitingHuman, core.JobWaitingSubtasks, core.JobWaitingApproval}
+
+// approval loads the approval the path names, raw; an error wrapping
+// core.ErrNotFound when it is none of task's.
+func (a *API) approval(ctx context.Context, task core.Task, raw string) (core.Approval, error) {
+	id, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil || id <= 0 {
+		return core.Approval{}, fmt.Errorf("approval %q: %w", raw, core.ErrNotFound)
+	}
+	ap, err := a.store.ApprovalByID(ctx, id)
+	if err != nil {
+		return core.Approval{}, err
+	}
+	if ap.TaskID != task.ID {
+		return core.Approval{}, fmt.Errorf("approval %d is of task %d: %w", id, ap.TaskID, core.ErrNotFound)
+	}
+	return ap, nil
+}
+
+// decisionRequest is the body of POST /api/tasks/{id}/approvals/{approval}.
+type decisionRequest struct {
+	Decision string `json:"decision"` // approve | deny | always
+	Author   string `json:"author"`
+}
+
+// decide decides approval {approval} of the task as the caller, through
+// the conversation service as a click on its button: 200 with the task's
+// view once decided, 404 for an approval the task does not have, 409 for
+// one decided already (or whose job no longer waits for it), 403 when the
+// caller may not decide it.
+func (a *API) decide(w http.ResponseWriter, r *http.Request) {
+	task, ok := a.task(w, r)
+	if !ok {
+		return
+	}
+	ctx := r.Context()
+	ap, err := a.approval(ctx, task, r.PathValue("approval"))
+	if errors.Is(err, core.ErrNotFound) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("Task %d has no approval %s.", task.ID, strconv.Quote(r.PathValue("approval"))))
+		return
+	}
+	if err != nil {
+		a.fail(w, r, "decide", err)
+		return
+	}
+	var req decisionRequest
+	if !a.decodeInto(w, r, &req, "decision, author") || !validAuthor(w, req.Author) {
+		return
+	}
+	v, ok := core.ParseVerdict(req.Decision)
+	if !ok {
+		writeError(w, http.StatusBadRequest, `decision must be "approve", "deny" or "always".`)
+		return
+	}
+	if ap.State != core.ApprovalPending {
+		writeError(w, http.StatusConflict, fmt.Sprintf("Approval %d was decided already (%s); nothing changed.", ap.ID, ap.State))
+		return
+	}
+	who := author(request{Author: req.Author})
+	reply, err := a.svc.HandleAction(ctx, chat.Action{Value: string(v) + ":" + core.ApprovalKey(ap.JobID, ap.WaitSeq), Thread: task.Thread, Author: who})
+	if err != nil {
+		a.fail(w, r, "decide", err)
+		return
+	}
+	// The reply is a sentence for people (empty once decided); the
+	// approval and its job say what happened.
+	after, err := a.store.ApprovalByID(ctx, ap.ID)
+	if err != nil {
+		a.fail(w, r, "decide", err)
+		return
+	}
+	j, err := a.store.Job(ctx, ap.JobID)
+	if err != nil {
+		a.fail(w, r, "decide", err)
+		return
+	}
+	switch {
+	case reply.Text == "" && after.State != core.ApprovalPending && after.DecidedBy == who.ID:
+		a.respond(w, r, http.StatusOK, task, "")
+	case after.State != core.ApprovalPending || j.State != core.JobWaitingApproval || j.WaitSeq != ap.WaitSeq:
+		writeError(w, http.StatusConflict, cmp.Or(reply.Text, "That approval was decided already; nothing changed."))
+	default:
+		writeError(w, http.StatusForbidden, cmp.Or(reply.Text, "You may not decide this approval; nothing changed."))
+	}
+}
 
 func (a *API) show(w http.ResponseWriter, r *http.Request) {
 	task, ok := a.task(w, r)
@@ -373,37 +466,14 @@ func (a *API) task(w http.ResponseWriter, r *http.Request) (core.Task, bool) {
 // when optional is set; text is required otherwise.
 func (a *API) decode(w http.ResponseWriter, r *http.Request, optional bool) (request, bool) {
 	var req request
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
-			writeError(w, http.StatusUnsupportedMediaType, "Send JSON with Content-Type: application/json.")
-			return req, false
-		}
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.cfg.MaxBody))
-	var tooBig *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooBig):
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("The body is larger than %d bytes.", a.cfg.MaxBody))
-		return req, false
-	case err != nil:
-		writeError(w, http.StatusBadRequest, "The body could not be read.")
+	body, ok := a.body(w, r)
+	if !ok {
 		return req, false
 	}
 	if optional && len(strings.TrimSpace(string(body))) == 0 {
 		return req, true
 	}
-	dec := json.NewDecoder(strings.NewReader(string(body)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, "The body is not a valid JSON request: "+jsonProblem(err)+".")
-		return req, false
-	}
-	if dec.More() {
-		writeError(w, http.StatusBadRequest, "The body holds more than one JSON value.")
-		return req, false
-	}
-	if req.Author != "" && !authorName.MatchString(req.Author) {
-		writeError(w, http.StatusBadRequest, "author must be 1 to 64 letters, digits, '.', '_', '@' or '-'.")
+	if !unmarshal(w, body, &req, "text, piece, author") || !validAuthor(w, req.Author) {
 		return req, false
 	}
 	if !optional && strings.TrimSpace(req.Text) == "" {
@@ -413,8 +483,62 @@ func (a *API) decode(w http.ResponseWriter, r *http.Request, optional bool) (req
 	return req, true
 }
 
-// jsonProblem describes a decoding error in a sentence fit for a client.
-func jsonProblem(err error) string {
+// decodeInto reads a JSON request body strictly into v, whose fields are
+// named in the error for an unknown one.
+func (a *API) decodeInto(w http.ResponseWriter, r *http.Request, v any, fields string) bool {
+	body, ok := a.body(w, r)
+	return ok && unmarshal(w, body, v, fields)
+}
+
+// body reads a request's body, JSON if it says what it is, at most MaxBody
+// bytes.
+func (a *API) body(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+			writeError(w, http.StatusUnsupportedMediaType, "Send JSON with Content-Type: application/json.")
+			return nil, false
+		}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.cfg.MaxBody))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("The body is larger than %d bytes.", a.cfg.MaxBody))
+		return nil, false
+	case err != nil:
+		writeError(w, http.StatusBadRequest, "The body could not be read.")
+		return nil, false
+	}
+	return body, true
+}
+
+// unmarshal decodes body, one JSON value with only the fields of v, into v.
+func unmarshal(w http.ResponseWriter, body []byte, v any, fields string) bool {
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		writeError(w, http.StatusBadRequest, "The body is not a valid JSON request: "+jsonProblem(err, fields)+".")
+		return false
+	}
+	if dec.More() {
+		writeError(w, http.StatusBadRequest, "The body holds more than one JSON value.")
+		return false
+	}
+	return true
+}
+
+// validAuthor answers 400 for an author field that names no one.
+func validAuthor(w http.ResponseWriter, name string) bool {
+	if name != "" && !authorName.MatchString(name) {
+		writeError(w, http.StatusBadRequest, "author must be 1 to 64 letters, digits, '.', '_', '@' or '-'.")
+		return false
+	}
+	return true
+}
+
+// jsonProblem describes a decoding error in a sentence fit for a client;
+// fields lists the body's fields.
+func jsonProblem(err error, fields string) string {
 	var syntax *json.SyntaxError
 	var typ *json.UnmarshalTypeError
 	switch {
@@ -427,7 +551,7 @@ func jsonProblem(err error) string {
 	case errors.As(err, &typ):
 		return fmt.Sprintf("%s must be a %s", typ.Field, typ.Type)
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return "unknown field " + strings.TrimPrefix(err.Error(), "json: unknown field ") + " (fields: text, piece, author)"
+		return "unknown field " + strings.TrimPrefix(err.Error(), "json: unknown field ") + " (fields: " + fields + ")"
 	default:
 		return "it must be a JSON object"
 	}

@@ -15,6 +15,9 @@ type taskView struct {
 	Task     taskInfo      `json:"task"`
 	Jobs     []jobView     `json:"jobs"`     // newest first
 	Comments []commentView `json:"comments"` // the last ones, oldest first
+	// Approvals are the task's calls waiting for a decision, oldest first
+	// (POST /api/tasks/{id}/approvals/{approval} decides one).
+	Approvals []approvalView `json:"approvals"`
 	// Message is the conversation service's answer to the request, when
 	// it has one (a command's answer, an abort's confirmation).
 	Message string `json:"message,omitempty"`
@@ -42,6 +45,15 @@ type jobView struct {
 	FinishedAt       time.Time     `json:"finished_at,omitzero"`
 }
 
+type approvalView struct {
+	ID      int64  `json:"id"`
+	Tool    string `json:"tool"`
+	Summary string `json:"summary"` // the command, path or arguments, clipped
+}
+
+// summaryRunes caps an approval's summary.
+const summaryRunes = 200
+
 type commentView struct {
 	ID        int64     `json:"id"`
 	Role      core.Role `json:"role"`
@@ -60,9 +72,17 @@ func (a *API) view(ctx context.Context, task core.Task) (taskView, error) {
 	if err != nil {
 		return taskView{}, fmt.Errorf("comments of task %d: %w", task.ID, err)
 	}
+	pending, err := a.store.PendingApprovals(ctx, task.ID)
+	if err != nil {
+		return taskView{}, fmt.Errorf("approvals of task %d: %w", task.ID, err)
+	}
 	v := taskView{
 		Task: taskInfo{ID: task.ID, Title: scrub(task, task.Title), Owner: task.OwnerUser, CreatedAt: task.CreatedAt},
 		Jobs: make([]jobView, 0, len(jobs)), Comments: make([]commentView, 0, len(comments)),
+		Approvals: make([]approvalView, 0, len(pending)),
+	}
+	for _, p := range pending {
+		v.Approvals = append(v.Approvals, approvalView{ID: p.ID, Tool: p.Tool, Summary: clip(scrub(task, p.Subject), summaryRunes)})
 	}
 	for _, j := range jobs {
 		v.Jobs = append(v.Jobs, jobView{
@@ -79,6 +99,14 @@ func (a *API) view(ctx context.Context, task core.Task) (taskView, error) {
 		v.Comments = append(v.Comments, commentView{ID: c.ID, Role: c.Role, Author: who, Text: scrub(task, c.Text), CreatedAt: c.CreatedAt})
 	}
 	return v, nil
+}
+
+// clip cuts s to n runes.
+func clip(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
 }
 
 // scrub hides the task's workspace in text the agent or a tool wrote:
