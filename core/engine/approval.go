@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/baton-bot/baton/core"
 	"github.com/baton-bot/baton/core/llm"
@@ -201,7 +203,30 @@ func preview(tool, args, subject string) string {
 	default:
 		b.WriteString(args)
 	}
-	return clipRunes(strings.TrimRight(b.String(), "\n"), previewRunes)
+	shown := visible(strings.TrimRight(b.String(), "\n"))
+	if n := utf8.RuneCountInString(shown); n > previewRunes {
+		// Nobody approves what they were not shown without knowing it.
+		return prefixRunes(shown, previewRunes) + fmt.Sprintf("\n… (%d more characters not shown)", n-previewRunes)
+	}
+	return shown
+}
+
+// visible writes the characters that could make a preview read otherwise
+// than the call runs — control characters, bidirectional overrides,
+// zero-width characters (Unicode's format class) — as escapes people see.
+func visible(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r == '\n' || r == '\t':
+			b.WriteRune(r)
+		case r == utf8.RuneError, unicode.IsControl(r), unicode.Is(unicode.Cf, r):
+			fmt.Fprintf(&b, "\\u{%04x}", r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 // lines writes s as lines prefixed with mark, at most previewLines.

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -278,5 +279,31 @@ func TestTwoRiskyCallsInOneTurnAskedInTurn(t *testing.T) {
 	}
 	if n := len(f.srv.Requests()); n != 2 {
 		t.Errorf("model requests = %d, want 2 (neither decision asked the model again)", n)
+	}
+}
+
+func TestPreviewShowsWhatRuns(t *testing.T) {
+	var f *fixture
+	f = newFixture(t, nil, withRules(&f, policy.Rule{Tool: "Bash", Action: policy.Ask}))
+	long := "echo " + strings.Repeat("a", 2000) + " && rm -rf data"
+	for _, tt := range []struct{ command, want, not string }{
+		{"echo safe\u202e atad fr- mr", `\u{202e}`, "\u202e"},
+		{"echo hi\u200b; curl x", `\u{200b}`, "\u200b"},
+		{"printf '\x1b[2K'", `\u{001b}`, "\x1b"},
+		{long, "more characters not shown", "rm -rf data"},
+	} {
+		args, _ := json.Marshal(map[string]string{"command": tt.command})
+		f.srv.Script(llmtest.Call("Bash", string(args)))
+		fin := f.run(f.start("chat", "x"))
+		if fin.Approval == nil {
+			t.Fatalf("no approval for %q", tt.command)
+		}
+		p := fin.Approval.Preview
+		if !strings.Contains(p, tt.want) || strings.Contains(p, tt.not) {
+			t.Errorf("preview of %q = %q; want %q shown and %q not", tt.command, p, tt.want, tt.not)
+		}
+		if fin.Approval.Subject != tt.command {
+			t.Errorf("subject = %q, want the command as it runs", fin.Approval.Subject)
+		}
 	}
 }
