@@ -257,3 +257,62 @@ func TestForeignApprovalButtonRefused(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+func TestActionFromAChannelNotAllowedIsRefused(t *testing.T) {
+	w := newWorld(t, chat.Access{})
+	j := w.parked("make deploy")
+	strict := chat.NewService(w.store, w.queue, chat.Config{DefaultPiece: "chat", Access: chat.Access{AllowedChannels: []string{"slack:C9"}}})
+	r, err := strict.HandleAction(context.Background(), chat.Action{Value: "approve:" + core.ApprovalKey(j.ID, j.WaitSeq),
+		Thread: thread, Channel: "slack:C1", Author: chat.Author{ID: "slack:alice", Name: "alice"}})
+	if err != nil || !strings.Contains(r.Text, "not allowed") {
+		t.Errorf("click in a channel not allowed = %+v, %v", r, err)
+	}
+	if a, _ := w.store.Approval(context.Background(), j.ID, j.WaitSeq); a.State != core.ApprovalPending {
+		t.Errorf("approval = %+v, want still pending", a)
+	}
+}
+
+func TestRetryButtonOnAFailedJob(t *testing.T) {
+	w := newWorld(t, chat.Access{})
+	w.say("alice", "do the thing")
+	ctx := context.Background()
+	j, err := w.store.ActiveJob(ctx, w.task().ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j, err = w.store.StartJob(ctx, j.ID, 1); err != nil {
+		t.Fatal(err)
+	}
+	fin := core.Finish{To: core.JobFailed, Error: "the model failed"}
+	msgs := w.svc.Finishing(ctx, j, fin)
+	var retry string
+	for _, m := range msgs {
+		p, _ := chat.DecodePayload(m.Payload)
+		for _, b := range p.Buttons {
+			retry = b.Action
+		}
+	}
+	if retry != "retry:"+itoa(j.ID) {
+		t.Fatalf("failure messages carry the button %q, want retry of job %d", retry, j.ID)
+	}
+	fin.Outbox = msgs
+	if _, err := w.store.FinishJob(ctx, j.ID, j.Attempt, fin); err != nil {
+		t.Fatal(err)
+	}
+	before := len(w.queue.Enqueued())
+	if r, err := w.svc.HandleAction(ctx, chat.Action{Value: retry, Thread: thread, Channel: "slack:C1",
+		Author: chat.Author{ID: "slack:mallory", Name: "mallory"}}); err != nil || !strings.Contains(r.Text, "Only the person") {
+		t.Errorf("a stranger's retry = %+v, %v", r, err)
+	}
+	if r, err := w.svc.HandleAction(ctx, chat.Action{Value: retry, Thread: thread, Channel: "slack:C1",
+		Author: chat.Author{ID: "slack:alice", Name: "alice"}}); err != nil || r.Text != "" {
+		t.Fatalf("retry = %+v, %v", r, err)
+	}
+	if got := w.queue.Enqueued(); len(got) != before+1 {
+		t.Errorf("enqueued %v, want one more job", got)
+	}
+	next, err := w.store.ActiveJob(ctx, w.task().ID)
+	if err != nil || next.RetryOf != j.ID {
+		t.Errorf("active job = %+v, %v; want a retry of %d", next, err, j.ID)
+	}
+}
