@@ -34,8 +34,10 @@ const (
 	KindUnavailable
 )
 
-// Error is a request to the model that failed in a way Baton can explain:
-// Complete returns it (wrapped with "llm: ") for every Kind. Its message
+// Error is a request to the model that failed in a way Baton can explain.
+// Complete returns it wrapped with "llm: ", except for KindUnavailable,
+// which it returns as it is (its message starts with ErrUnavailable's
+// sentence). Its message
 // is one plain sentence fit to show a person, naming the configuration
 // key to change; the fields let a caller say the same in its own words.
 // Nothing in it carries the API key or URL credentials.
@@ -169,8 +171,8 @@ func cutModels(asked string, ids []string, redact func(string) string) ([]string
 	return shown, len(all) - len(shown)
 }
 
-// printable drops control characters and turns spaces into nothing, so
-// that a server's model names cannot break the line they are shown in.
+// printable drops control characters and spaces from a server's model
+// name, so that it cannot break the line it is shown in.
 func printable(s string) string {
 	return strings.Map(func(r rune) rune {
 		if r == utf8.RuneError || unicode.IsControl(r) || unicode.IsSpace(r) {
