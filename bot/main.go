@@ -28,6 +28,7 @@ import (
 
 	"github.com/baton-bot/baton/core"
 	"github.com/baton-bot/baton/core/docparse"
+	"github.com/baton-bot/baton/core/llm"
 	"github.com/baton-bot/baton/core/workspace"
 )
 
@@ -359,8 +360,26 @@ func (m *Main) requireRedis(cmd string) error {
 	return configErr(cmd, &ConfigError{Key: "redis.url", Msg: fmt.Sprintf("must be set: baton %s shares its queue through Redis (set redis.url or REDIS_URL; baton serve runs without Redis)", cmd)})
 }
 
+// requireKey refuses to start a command that calls the model when
+// llm.api_key is empty and the endpoint is one that needs a key
+// (llm.NeedsKey: OpenAI's own). Local servers (Ollama, llama.cpp, vLLM
+// without auth) take an empty key; another endpoint that wants one says
+// so with a 401 at the first request, which the job reports naming the
+// same setting. The gateway never calls the model and needs no key.
+func (m *Main) requireKey(cmd string) error {
+	c := m.Config.LLM
+	if c.APIKey != "" || !llm.NeedsKey(c.BaseURL) {
+		return nil
+	}
+	return configErr(cmd, &ConfigError{Key: "llm.api_key", Msg: fmt.Sprintf(
+		"is empty (set OPENAI_API_KEY): %s needs an API key; a local model server without keys goes in llm.base_url / OPENAI_BASE_URL", c.BaseURL)})
+}
+
 func (m *Main) serve(ctx context.Context, args []string) error {
 	if err := m.configOnly("serve", args); err != nil {
+		return err
+	}
+	if err := m.requireKey("serve"); err != nil {
 		return err
 	}
 	return m.serveAll(ctx, "serve", true)
@@ -381,6 +400,9 @@ func (m *Main) worker(ctx context.Context, args []string) error {
 		return err
 	}
 	if err := m.requireRedis("worker"); err != nil {
+		return err
+	}
+	if err := m.requireKey("worker"); err != nil {
 		return err
 	}
 	sys, err := newSystem(ctx, m.Config, m.Logger, systemOptions{converse: true, workspaces: m.workspaces})
@@ -428,6 +450,9 @@ func (m *Main) chat(ctx context.Context, args []string) error {
 	if err := m.setup("chat", cf); err != nil {
 		return err
 	}
+	if err := m.requireKey("chat"); err != nil {
+		return err
+	}
 	if jf.piece != "" {
 		m.Config.DefaultPiece = jf.piece
 	}
@@ -472,6 +497,9 @@ func (m *Main) runJob(ctx context.Context, args []string) error {
 		return usageErr("baton run: --task must be a task number, got %d", jf.task)
 	}
 	if err := m.setup("run", cf); err != nil {
+		return err
+	}
+	if err := m.requireKey("run"); err != nil {
 		return err
 	}
 	return m.run(ctx, jf, instruction)

@@ -35,7 +35,12 @@ func TestMainExitCodes(t *testing.T) {
 	badKey := writeConfig(t, "llm:\n  model: x\n  temprature: 0.2\n")
 	slackOn := writeConfig(t, "slack:\n  enabled: true\n")
 	quiet := writeConfig(t, "log:\n  level: warn\n")
-	data := map[string]string{"BATON_DATA_DIR": t.TempDir()}
+	data := map[string]string{"BATON_DATA_DIR": t.TempDir(), "OPENAI_API_KEY": "sk-test"}
+	// Commands that call the model start only with a key for OpenAI's
+	// endpoint; a local one takes none.
+	key := map[string]string{"OPENAI_API_KEY": "sk-test"}
+	local := map[string]string{"BATON_DATA_DIR": t.TempDir(), "OPENAI_BASE_URL": "http://127.0.0.1:11434/v1"}
+	const noKey = "llm.api_key: is empty (set OPENAI_API_KEY): https://api.openai.com/v1 needs an API key"
 
 	tests := []struct {
 		name       string
@@ -59,8 +64,13 @@ func TestMainExitCodes(t *testing.T) {
 		{"serve extra argument", nil, []string{"serve", "now"}, 2, []string{`unexpected argument "now"`}, nil},
 		{"worker without redis", nil, []string{"worker"}, 2, []string{"baton worker: redis.url: must be set"}, nil},
 		{"gateway without redis", nil, []string{"gateway"}, 2, []string{"baton gateway: redis.url: must be set"}, nil},
-		{"chat ends with its input", nil, []string{"chat", "--config", quiet, "--piece", "research", "--data-dir", sandboxtest.Dir(t)}, 0, nil, []string{"/quit leaves"}},
-		{"chat unknown piece", nil, []string{"chat", "--config", quiet, "--piece", "nope", "--data-dir", t.TempDir()}, 2, []string{"default_piece"}, nil},
+		{"chat ends with its input", key, []string{"chat", "--config", quiet, "--piece", "research", "--data-dir", sandboxtest.Dir(t)}, 0, nil, []string{"/quit leaves"}},
+		{"chat unknown piece", key, []string{"chat", "--config", quiet, "--piece", "nope", "--data-dir", t.TempDir()}, 2, []string{"default_piece"}, nil},
+		{"chat without a key", nil, []string{"chat", "--config", quiet, "--data-dir", t.TempDir()}, 2, []string{"baton chat: " + noKey}, nil},
+		{"run without a key", nil, []string{"run", "--config", quiet, "say hello"}, 2, []string{"baton run: " + noKey}, nil},
+		{"serve without a key", nil, []string{"serve", "--config", quiet}, 2, []string{"baton serve: " + noKey}, nil},
+		{"worker without a key", map[string]string{"REDIS_URL": "redis://127.0.0.1:1/0"}, []string{"worker", "--config", quiet}, 2, []string{"baton worker: " + noKey}, nil},
+		{"run on a local server without a key", local, []string{"run", "--config", quiet, "--piece", "nope", "say hello"}, 2, []string{`no piece named "nope"`}, nil},
 		{"run unknown task", data, []string{"run", "--config", quiet, "--task", "3", "say hello"}, 2, []string{"there is no task #3"}, nil},
 		{"run unknown piece", data, []string{"run", "--config", quiet, "--piece", "nope", "say hello"}, 2, []string{`no piece named "nope"`}, nil},
 		{"run without instruction", nil, []string{"run", "--piece", "chat"}, 2, []string{"an instruction is required"}, nil},
@@ -104,7 +114,7 @@ func TestMainDataDirFlag(t *testing.T) {
 	dir := t.TempDir()
 	var out, errOut bytes.Buffer
 	m := NewMain()
-	m.Stdout, m.Stderr, m.Env = &out, &errOut, mapEnv(map[string]string{"BATON_DATA_DIR": "/from/env"})
+	m.Stdout, m.Stderr, m.Env = &out, &errOut, mapEnv(map[string]string{"BATON_DATA_DIR": "/from/env", "OPENAI_API_KEY": "sk-test"})
 	m.Stdin = strings.NewReader("/quit\n")
 	err := m.Run(context.Background(), []string{"chat", "--data-dir", dir})
 	if code := ExitCode(err); code != 0 {
@@ -173,7 +183,7 @@ func TestPiecesDirInsideWorkspacesRefused(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			cfg := writeConfig(t, "log:\n  level: warn\npieces_dir: "+dir+"\n")
 			for _, args := range [][]string{{"pieces", "list", "--config", cfg}, {"chat", "--config", cfg}} {
-				code, _, stderr := runMain(t, map[string]string{"BATON_DATA_DIR": data}, args...)
+				code, _, stderr := runMain(t, map[string]string{"BATON_DATA_DIR": data, "OPENAI_API_KEY": "sk-test"}, args...)
 				if code == 0 || !strings.Contains(stderr, "pieces_dir") || !strings.Contains(stderr, "data_dir") {
 					t.Errorf("baton %s: exit %d, stderr %q; want a refusal naming pieces_dir and data_dir", args[0], code, stderr)
 				}

@@ -121,8 +121,9 @@ func TestRunModelFailing(t *testing.T) {
 	if code != 4 {
 		t.Fatalf("exit %d, want 4\nstdout: %s\nstderr: %s", code, stdout, stderr)
 	}
-	if !strings.Contains(stderr, "failed") || !strings.Contains(stderr, "language model") {
-		t.Errorf("stderr does not give a plain reason:\n%s", stderr)
+	want := "the model endpoint at " + n.srv.URL() + " refused the key (llm.api_key / OPENAI_API_KEY): 401 Unauthorized"
+	if strings.Count(stderr, "failed: "+want) != 1 {
+		t.Errorf("stderr does not say once that the job failed as the key was refused (%q):\n%s", want, stderr)
 	}
 	if strings.Contains(stderr, "sk-wrong") {
 		t.Errorf("the API key was printed:\n%s", stderr)

@@ -14,6 +14,13 @@ const redacted = "[redacted]"
 // (text and JSON), encoding/json, encoding.TextMarshaler and YAML — shows
 // "[redacted]" when it is set and nothing when it is empty. Reveal returns
 // the value itself, for the one place that sends it to its service.
+//
+// A Secret hides its own whole value and never touches other values, so a
+// short key such as Ollama's "ollama" leaves a base URL
+// http://ollama:11434/v1 or a model ollama/llama3 as they are. A secret
+// said back inside another text (a server's error message) is the
+// concern of whoever receives that text: core/llm redacts the API key by
+// value there.
 type Secret string
 
 // Reveal returns the secret's value. Call it only where the value is handed

@@ -77,7 +77,7 @@ func TestServePortInUse(t *testing.T) {
 	}
 	defer ln.Close()
 	conf := writeConfig(t, "log:\n  level: warn\nhttp:\n  addr: "+ln.Addr().String()+"\ntools:\n  bash:\n    sandbox: none\n")
-	code, _, stderr := runMain(t, map[string]string{"BATON_DATA_DIR": t.TempDir()}, "serve", "--config", conf)
+	code, _, stderr := runMain(t, map[string]string{"BATON_DATA_DIR": t.TempDir(), "OPENAI_API_KEY": "sk-test"}, "serve", "--config", conf)
 	if code != 1 || !strings.Contains(stderr, "http.addr "+ln.Addr().String()) || !strings.Contains(stderr, "address already in use") {
 		t.Errorf("exit %d, stderr %q: want 1 naming http.addr and the port in use", code, stderr)
 	}
@@ -87,7 +87,7 @@ func TestServePortInUse(t *testing.T) {
 // and not on http.addr.
 func TestServeAdminAddr(t *testing.T) {
 	conf := writeConfig(t, "http:\n  addr: 127.0.0.1:0\nadmin:\n  addr: 127.0.0.1:0\ntools:\n  bash:\n    sandbox: none\n")
-	r := runBackground(t, map[string]string{"BATON_DATA_DIR": t.TempDir()}, "serve", "--config", conf)
+	r := runBackground(t, map[string]string{"BATON_DATA_DIR": t.TempDir(), "OPENAI_API_KEY": "sk-test"}, "serve", "--config", conf)
 	defer r.stop()
 	stop, done := r.stop, r.done
 	admin := "http://" + r.logged(t, `admin endpoints on" addr=(\S+)`)
@@ -132,7 +132,7 @@ func TestServeSlackCredentials(t *testing.T) {
 			}))
 			defer api.Close()
 			conf := writeConfig(t, "http:\n  addr: 127.0.0.1:0\nslack:\n  enabled: true\n  mode: http\n  api_url: "+api.URL+"/\ntools:\n  bash:\n    sandbox: none\n")
-			env := map[string]string{"BATON_DATA_DIR": t.TempDir(), "SLACK_BOT_TOKEN": "xoxb-secret", "SLACK_SIGNING_SECRET": "sig-secret"}
+			env := map[string]string{"BATON_DATA_DIR": t.TempDir(), "OPENAI_API_KEY": "sk-test", "SLACK_BOT_TOKEN": "xoxb-secret", "SLACK_SIGNING_SECRET": "sig-secret"}
 			ctx, stop := context.WithCancel(context.Background())
 			defer stop()
 			var stderr syncBuffer
@@ -189,7 +189,7 @@ func TestServeSlackCredentials(t *testing.T) {
 func TestReadyzFollowsRedis(t *testing.T) {
 	srv := redistest.Start(t)
 	conf := writeConfig(t, "http:\n  addr: 127.0.0.1:0\ntools:\n  bash:\n    sandbox: none\n")
-	env := map[string]string{"BATON_DATA_DIR": t.TempDir(), "REDIS_URL": "redis://" + srv.Addr() + "/0"}
+	env := map[string]string{"BATON_DATA_DIR": t.TempDir(), "OPENAI_API_KEY": "sk-test", "REDIS_URL": "redis://" + srv.Addr() + "/0"}
 	r := runBackground(t, env, "serve", "--config", conf)
 	defer r.stop()
 	stop, done := r.stop, r.done
@@ -347,7 +347,7 @@ func TestServeAdminListenerFailure(t *testing.T) {
 		}
 		return &brokenListener{Listener: ln}, nil
 	}
-	r := runBackgroundWith(t, m, map[string]string{"BATON_DATA_DIR": t.TempDir()}, "serve", "--config", conf)
+	r := runBackgroundWith(t, m, map[string]string{"BATON_DATA_DIR": t.TempDir(), "OPENAI_API_KEY": "sk-test"}, "serve", "--config", conf)
 	defer r.stop()
 	admin := "http://" + r.logged(t, `admin endpoints on" addr=(\S+)`)
 	if resp, err := http.Get(admin + "/healthz"); err == nil { // the one connection it takes
@@ -405,7 +405,7 @@ func TestServeSlowClients(t *testing.T) {
 	}))
 	defer api.Close()
 	conf := writeConfig(t, "http:\n  addr: 127.0.0.1:0\nslack:\n  enabled: true\n  mode: http\n  api_url: "+api.URL+"/\ntools:\n  bash:\n    sandbox: none\n")
-	r := runBackground(t, map[string]string{"BATON_DATA_DIR": t.TempDir(), "SLACK_BOT_TOKEN": "xoxb-secret", "SLACK_SIGNING_SECRET": "sig-secret"}, "serve", "--config", conf)
+	r := runBackground(t, map[string]string{"BATON_DATA_DIR": t.TempDir(), "OPENAI_API_KEY": "sk-test", "SLACK_BOT_TOKEN": "xoxb-secret", "SLACK_SIGNING_SECRET": "sig-secret"}, "serve", "--config", conf)
 	defer func() { r.stop(); <-r.done }()
 	addr := r.logged(t, `baton serve started" http=(\S+)`)
 

@@ -113,7 +113,7 @@ func TestWorkerWaitsForRedis(t *testing.T) {
 	var stderr syncBuffer
 	m := NewMain()
 	m.Stdout, m.Stderr = &bytes.Buffer{}, &stderr
-	m.Env = mapEnv(map[string]string{"REDIS_URL": "redis://127.0.0.1:1/0", "BATON_DATA_DIR": t.TempDir()})
+	m.Env = mapEnv(map[string]string{"REDIS_URL": "redis://127.0.0.1:1/0", "BATON_DATA_DIR": t.TempDir(), "OPENAI_API_KEY": "sk-test"})
 	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel()
 	err := m.Run(ctx, []string{"worker", "--config", writeConfig(t, "tools:\n  bash:\n    sandbox: none\n")})

@@ -130,7 +130,7 @@ func TestRunFlagsExcludeEachOther(t *testing.T) {
 func TestReadyzStoreReplaced(t *testing.T) {
 	data := t.TempDir()
 	conf := writeConfig(t, "http:\n  addr: 127.0.0.1:0\ntools:\n  bash:\n    sandbox: none\n")
-	r := runBackground(t, map[string]string{"BATON_DATA_DIR": data}, "serve", "--config", conf)
+	r := runBackground(t, map[string]string{"BATON_DATA_DIR": data, "OPENAI_API_KEY": "sk-test"}, "serve", "--config", conf)
 	defer r.stop()
 	base := "http://" + r.logged(t, `baton serve started" http=(\S+)`)
 	readyz := func() (int, string) {

@@ -208,7 +208,7 @@ func (m *movement) loop(ctx context.Context) (outcome, error) {
 			if ctx.Err() != nil {
 				return outcome{}, ctx.Err()
 			}
-			return outcome{}, &failure{reason: fmt.Sprintf(e.text.msg("model_failed"), plainError(err))}
+			return outcome{}, &failure{reason: e.text.modelFailure(err)}
 		}
 		m.called = true
 		if err := pr.addUsage(ctx, m.mv.Name, resp.Usage, m.meter.used()); err != nil {
@@ -507,14 +507,53 @@ func clipRunes(s string, n int) string {
 	return prefixRunes(s, n) + "…"
 }
 
-// plainError says what went wrong with the model without internals.
+// plainError says what went wrong with the model without internals, in
+// the llm package's English.
 func plainError(err error) string {
-	if errors.Is(err, llm.ErrUnavailable) {
-		return err.Error()
+	var le *llm.Error
+	if errors.As(err, &le) {
+		return le.Error()
 	}
 	var se *llm.StatusError
 	if errors.As(err, &se) {
 		return se.Error()
 	}
 	return err.Error()
+}
+
+// modelFailure is the one sentence a failed model call leaves as the job's
+// reason, in the engine's locale: what happened and, where a person can fix
+// it, the setting to change.
+func (t *texts) modelFailure(err error) string {
+	var le *llm.Error
+	if !errors.As(err, &le) {
+		return t.fill("model_failed", map[string]string{"error": plainError(err)})
+	}
+	v := map[string]string{"url": le.URL, "model": le.Model, "reason": le.Reason}
+	switch le.Kind {
+	case llm.KindNoKey:
+		return t.fill("model_no_key", v)
+	case llm.KindKeyRefused:
+		return t.fill("model_key_refused", v)
+	case llm.KindModelNotFound:
+		switch {
+		case !le.Listed:
+			return t.fill("model_not_found", v)
+		case len(le.Models) == 0:
+			return t.fill("model_not_found_none", v)
+		}
+		v["models"] = strings.Join(le.Models, ", ")
+		if le.MoreModels > 0 {
+			v["models"] = t.fill("model_list_more", map[string]string{"models": v["models"], "n": strconv.Itoa(le.MoreModels)})
+		}
+		return t.fill("model_not_found_list", v)
+	case llm.KindUnreachable:
+		return t.fill("model_unreachable", v)
+	case llm.KindNotAPI:
+		return t.fill("model_not_api", v)
+	case llm.KindUnavailable:
+		v["retries"] = strconv.Itoa(le.Retries)
+		return t.fill("model_unavailable", v)
+	}
+	return t.fill("model_failed", map[string]string{"error": le.Error()})
 }

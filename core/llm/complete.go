@@ -10,9 +10,10 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"net/url"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -22,14 +23,23 @@ import (
 // Complete sends req and returns the model's answer.
 //
 // Retryable failures — 429, 408 and 5xx answers, an attempt running past
-// Config.Timeout, connection errors, unreadable replies, and a provider's
-// rate-limit or quota message returned as the assistant's text — are
-// retried up to Config.MaxRetries times, waiting as the server's Retry-After
-// says or else with exponential backoff and jitter. When the retries run out
-// the error wraps ErrUnavailable (and the last failure, a *StatusError when
-// the server answered). Other server answers (400, 401, 403, 404, …) fail at
-// once with an error wrapping a *StatusError. When ctx ends, the error wraps
-// ctx.Err(). Errors never contain the API key.
+// Config.Timeout, a connection that broke before the reply, unreadable
+// replies, and a provider's rate-limit or quota message returned as the
+// assistant's text — are retried up to Config.MaxRetries times, waiting as
+// the server's Retry-After says or else with exponential backoff and
+// jitter; each retry is logged as one line naming the failure and the wait.
+// When the retries run out the error is an *Error of KindUnavailable,
+// wrapping ErrUnavailable and the last failure (a *StatusError when the
+// server answered).
+//
+// Other failures are not retried. Those a person can fix come as an *Error
+// whose message says what to change: no key where one is needed (found
+// before any request for OpenAI's endpoint, see NeedsKey), a refused key
+// (401, 403), a model not found (404, with the models GET {base}/models
+// lists), nothing answering at the base URL (connection refused, unknown
+// host), an HTML answer where the API should be. The rest (400, 413, 422,
+// TLS errors, …) wrap a *StatusError or the transport's error. When ctx
+// ends, the error wraps ctx.Err(). Errors never contain the API key.
 func (c *Client) Complete(ctx context.Context, req Request) (Response, error) {
 	wreq, err := c.wireRequest(req)
 	if err != nil {
@@ -37,6 +47,11 @@ func (c *Client) Complete(ctx context.Context, req Request) (Response, error) {
 	}
 	body, err := encodeBody(req, wreq)
 	if err != nil {
+		return Response{}, fmt.Errorf("llm: %w", err)
+	}
+	if c.keyMissing {
+		err := &Error{Kind: KindNoKey, URL: c.url, Model: wreq.Model}
+		c.log.WarnContext(ctx, "llm: request not sent", "model", wreq.Model, "url", c.url, "error", err.Error())
 		return Response{}, fmt.Errorf("llm: %w", err)
 	}
 	known := toolNames(req.Tools)
@@ -58,32 +73,82 @@ func (c *Client) Complete(ctx context.Context, req Request) (Response, error) {
 			return Response{}, fmt.Errorf("llm: %w", err)
 		}
 		if !f.retry {
-			c.log.WarnContext(ctx, "llm: request refused", "model", wreq.Model, "error", f.err.Error())
-			return Response{}, fmt.Errorf("llm: %w", f.err)
+			err := c.explain(ctx, wreq.Model, f)
+			c.log.WarnContext(ctx, "llm: request failed", "model", wreq.Model, "url", c.url, "error", err.Error())
+			return Response{}, fmt.Errorf("llm: %w", err)
 		}
 		if retry >= c.maxRetries {
-			c.log.ErrorContext(ctx, "llm: giving up", "model", wreq.Model, "retries", retry,
+			err := &Error{Kind: KindUnavailable, URL: c.url, Model: wreq.Model, Reason: f.reason, Retries: retry, Err: f.err}
+			c.log.ErrorContext(ctx, "llm: giving up", "model", wreq.Model, "url", c.url, "retries", retry,
 				"reason", f.reason, "error", f.err.Error())
-			return Response{}, &unavailableError{reason: f.reason, retries: retry, last: f.err}
+			return Response{}, err
 		}
 		wait := f.wait
 		if wait <= 0 {
 			wait = backoff(retry)
 		}
-		c.log.WarnContext(ctx, "llm: retrying", "model", wreq.Model, "retry", retry+1,
-			"max_retries", c.maxRetries, "reason", f.reason, "wait", wait, "error", f.err.Error())
+		c.log.WarnContext(ctx,
+			fmt.Sprintf("llm: %s; retry %d of %d in %s", f.reason, retry+1, c.maxRetries, roundWait(wait)),
+			"model", wreq.Model, "url", c.url, "reason", f.reason, "retry", retry+1, "max_retries", c.maxRetries,
+			"wait", wait, "error", f.err.Error())
 		if err := c.sleep(ctx, wait); err != nil {
 			return Response{}, fmt.Errorf("llm: %w", err)
 		}
 	}
 }
 
+// roundWait shortens a wait for people to read.
+func roundWait(d time.Duration) time.Duration {
+	if d >= 10*time.Second {
+		return d.Round(time.Second)
+	}
+	return d.Round(100 * time.Millisecond)
+}
+
 // failure is why one attempt did not produce an answer.
 type failure struct {
 	retry  bool
-	reason string        // plain words for the give-up message
+	kind   Kind          // what a person can fix; 0 when nothing to say beyond err
+	reason string        // plain words: the give-up message, Error.Reason
 	wait   time.Duration // the server's Retry-After, 0 when none
 	err    error         // the detail, API key removed
+}
+
+// explain returns the error for a failure that is not retried.
+func (c *Client) explain(ctx context.Context, model string, f *failure) error {
+	if f.kind == 0 {
+		return f.err
+	}
+	e := &Error{Kind: f.kind, URL: c.url, Model: model, Reason: f.reason, Err: f.err}
+	if f.kind == KindModelNotFound {
+		ids, ok := c.listModels(ctx)
+		if ok && slices.Contains(ids, model) {
+			// The model is there: the 404 is about something else.
+			return f.err
+		}
+		e.Listed = ok
+		e.Models, e.MoreModels = cutModels(model, ids, c.redact)
+	}
+	return e
+}
+
+// listWait bounds the GET {base}/models made to explain a 404.
+const listWait = 15 * time.Second
+
+// listModels returns the ids the endpoint lists, and whether it answered.
+func (c *Client) listModels(ctx context.Context) ([]string, bool) {
+	lctx, cancel := context.WithTimeout(ctx, min(c.timeout, listWait))
+	defer cancel()
+	list, err := c.api.ListModels(lctx)
+	if err != nil {
+		c.log.DebugContext(ctx, "llm: the endpoint lists no models", "url", c.url, "error", c.redact(err.Error()))
+		return nil, false
+	}
+	ids := make([]string, 0, len(list.Models))
+	for _, m := range list.Models {
+		ids = append(ids, m.ID)
+	}
+	return ids, true
 }
 
 func (c *Client) attempt(ctx context.Context, wreq openai.ChatCompletionRequest, body []byte, known func(string) bool) (Response, *failure) {
@@ -123,56 +188,82 @@ func (c *Client) classify(actx context.Context, x *exchange, err error) *failure
 		if code, ok := apiErr.Code.(string); ok {
 			se.Code = code
 		}
-		return c.statusFailure(se, x)
+		return c.statusFailure(se, x, false)
 	case errors.As(err, &reqErr):
-		se := &StatusError{StatusCode: reqErr.HTTPStatusCode,
-			Message: clip(c.redact(strings.TrimSpace(string(reqErr.Body))), 300)}
-		return c.statusFailure(se, x)
+		html := isHTML(x.header, reqErr.Body)
+		msg := strings.TrimSpace(string(reqErr.Body))
+		if html {
+			msg = "an HTML page"
+		}
+		se := &StatusError{StatusCode: reqErr.HTTPStatusCode, Message: clip(c.redact(msg), 300)}
+		return c.statusFailure(se, x, html)
 	case actx.Err() == context.DeadlineExceeded:
 		return &failure{retry: true, reason: fmt.Sprintf("no answer within %s", c.timeout),
 			err: fmt.Errorf("no answer within %s", c.timeout)}
 	}
 	msg := c.redact(err.Error())
 	var netErr net.Error
-	var urlErr *url.Error
+	var dnsErr *net.DNSError
+	var opErr *net.OpError
 	var syntaxErr *json.SyntaxError
 	switch {
 	case errors.As(err, &netErr) && netErr.Timeout():
 		return &failure{retry: true, reason: "no answer in time", err: errors.New(msg)}
-	case errors.As(err, &urlErr), errors.As(err, &netErr):
-		return &failure{retry: true, reason: "the server could not be reached",
-			err: errors.New(msg)}
-	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF), errors.As(err, &syntaxErr):
+	case errors.As(err, &dnsErr):
+		reason := "the host name " + c.redact(dnsErr.Name) + " does not resolve"
+		if dnsErr.IsNotFound {
+			reason = "no such host " + c.redact(dnsErr.Name)
+		}
+		return &failure{kind: KindUnreachable, reason: reason, err: errors.New(msg)}
+	case errors.As(err, &opErr) && opErr.Op == "dial":
+		reason := c.redact(opErr.Err.Error())
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			reason = "connection refused"
+		}
+		return &failure{kind: KindUnreachable, reason: reason, err: errors.New(msg)}
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF), errors.Is(err, syscall.ECONNRESET):
+		// Something answered, then hung up: like a 502, worth another try.
+		return &failure{retry: true, reason: "the connection closed before the reply",
+			err: fmt.Errorf("read reply: %s", msg)}
+	case errors.As(err, &syntaxErr) && isHTML(x.header, x.body.Bytes()):
+		return &failure{kind: KindNotAPI, reason: "an HTML page", err: errors.New(msg)}
+	case errors.As(err, &syntaxErr):
 		return &failure{retry: true, reason: "a reply that could not be read",
 			err: fmt.Errorf("read reply: %s", msg)}
 	}
 	return &failure{err: errors.New(msg)}
 }
 
-func (c *Client) statusFailure(se *StatusError, x *exchange) *failure {
-	f := &failure{retry: se.Retryable(), reason: statusText(se.StatusCode), err: se}
-	if f.retry {
-		f.wait = retryAfter(x.header, time.Now())
+// statusFailure classifies an HTTP error answer; html reports that its
+// body was an HTML page.
+func (c *Client) statusFailure(se *StatusError, x *exchange, html bool) *failure {
+	f := &failure{reason: statusText(se.StatusCode), err: se}
+	switch code := se.StatusCode; {
+	case se.Retryable():
+		// A gateway's error page is still a gateway's transient error.
+		f.retry, f.wait = true, retryAfter(x.header, time.Now())
+	case html:
+		f.kind = KindNotAPI
+	case code == http.StatusUnauthorized || code == http.StatusForbidden:
+		f.kind, f.reason = KindKeyRefused, se.Error()
+		if c.noKey {
+			f.kind = KindNoKey
+		}
+	case code == http.StatusNotFound:
+		f.kind, f.reason = KindModelNotFound, se.Error()
 	}
 	return f
 }
 
-// unavailableError is what Complete returns when the retries ran out.
-type unavailableError struct {
-	reason  string
-	retries int
-	last    error
-}
-
-func (e *unavailableError) Error() string {
-	unit := "retries"
-	if e.retries == 1 {
-		unit = "retry"
+// isHTML reports whether a reply is an HTML page rather than JSON: by its
+// Content-Type, else by its first non-blank byte.
+func isHTML(h http.Header, body []byte) bool {
+	if ct := strings.ToLower(h.Get("Content-Type")); strings.Contains(ct, "html") {
+		return true
 	}
-	return fmt.Sprintf("%s: %s after %d %s", ErrUnavailable, e.reason, e.retries, unit)
+	b := bytes.TrimLeft(body, " \t\r\n\ufeff")
+	return len(b) > 0 && b[0] == '<'
 }
-
-func (e *unavailableError) Unwrap() []error { return []error{ErrUnavailable, e.last} }
 
 // backoff is the wait before retry n+1 when the server named none:
 // exponential from backoffBase, capped at backoffMax, with the upper half
@@ -223,14 +314,6 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-}
-
-// redactor returns a function that removes key from a text.
-func redactor(key string) func(string) string {
-	if key == "" {
-		return func(s string) string { return s }
-	}
-	return func(s string) string { return strings.ReplaceAll(s, key, "[redacted]") }
 }
 
 // clip cuts s to at most n bytes on a rune boundary, marking the cut.

@@ -6,9 +6,18 @@
 // declared here (Message, ToolDef, Request, Response). A Client sends one
 // non-streaming completion per Complete call and takes care of what every
 // caller would otherwise repeat: retries with backoff on 429, 5xx, timeouts
-// and connection errors (honouring Retry-After), provider rate-limit messages
-// returned as text, tool calls written into the text instead of tool_calls,
-// and token usage. The API key never appears in errors or logs.
+// and broken connections (honouring Retry-After), provider rate-limit
+// messages returned as text, tool calls written into the text instead of
+// tool_calls, and token usage.
+//
+// Failures a person can fix are never retried and come back as an *Error
+// that says what to change in one sentence: an empty llm.api_key where the
+// endpoint needs one, a refused key, a model the endpoint does not have
+// (with the models it has), nothing answering at llm.base_url, an HTML page
+// where the API should be. The API key, and any password in the base URL,
+// never appear in errors or logs: they are redacted by value (redact.go),
+// so that a short key such as Ollama's "ollama" does not mangle a host
+// named ollama.
 package llm
 
 import (
@@ -174,14 +183,22 @@ type Client struct {
 	log        *slog.Logger
 	sleep      func(ctx context.Context, d time.Duration) error
 	redact     func(string) string
+	url        string // the base URL as errors show it (shownURL)
+	noKey      bool   // Config.APIKey is empty
+	keyMissing bool   // noKey, and the endpoint needs a key (NeedsKey)
 }
 
 // New returns a Client for cfg. It fails when BaseURL is not an http(s) URL.
+// An empty APIKey is accepted, as local servers need none; where the
+// endpoint is known to need one (NeedsKey), Complete fails with KindNoKey
+// before sending anything.
 func New(cfg Config) (*Client, error) {
 	u, err := url.Parse(cfg.BaseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("llm: base URL %q is not an http(s) URL", cfg.BaseURL)
+		return nil, fmt.Errorf("llm: base URL %q is not an http(s) URL", newRedactor(cfg.APIKey).redact(cfg.BaseURL))
 	}
+	password, _ := u.User.Password()
+	redact := newRedactor(cfg.APIKey, password).redact
 	hc := cfg.HTTPClient
 	if hc == nil {
 		hc = &http.Client{}
@@ -196,7 +213,10 @@ func New(cfg Config) (*Client, error) {
 		maxRetries: max(cfg.MaxRetries, 0),
 		log:        cfg.Logger,
 		sleep:      cfg.Sleep,
-		redact:     redactor(cfg.APIKey),
+		redact:     redact,
+		url:        redact(shownURL(u)),
+		noKey:      cfg.APIKey == "",
+		keyMissing: cfg.APIKey == "" && NeedsKey(cfg.BaseURL),
 	}
 	if c.timeout <= 0 {
 		c.timeout = defaultTimeout
@@ -211,9 +231,10 @@ func New(cfg Config) (*Client, error) {
 }
 
 // ErrUnavailable is wrapped by the error Complete returns when the model kept
-// failing with retryable errors until the retry limit. Its message is a plain
-// sentence fit to show a person, e.g. "the language model kept failing:
-// 429 Too Many Requests after 5 retries".
+// failing with retryable errors until the retry limit (an *Error of
+// KindUnavailable). Its message is a plain sentence fit to show a person,
+// e.g. "the language model kept failing: 429 Too Many Requests after 5
+// retries".
 var ErrUnavailable = errors.New("the language model kept failing")
 
 // StatusError is an HTTP error answered by the server. Message is the
