@@ -18,9 +18,10 @@ RUN useradd --create-home --uid 10001 --shell /bin/bash baton \
  && mkdir -p /data/data \
  && chown -R baton:baton /data
 COPY --from=build /out/baton /usr/local/bin/baton
-# Relative paths in the config resolve against the working directory, so the
-# defaults find the pieces at /data/configs/pieces and keep state in
-# /data/data (mount a volume there).
+# The default paths resolve against the working directory, so the defaults
+# find the pieces at /data/configs/pieces and keep state in /data/data (mount
+# a volume there). Paths a config file writes resolve against its directory:
+# mount one at /data/baton.yaml to keep the same meaning.
 COPY configs/ /data/configs/
 WORKDIR /data
 USER baton

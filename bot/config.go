@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"gopkg.in/yaml.v3"
 
@@ -374,18 +375,33 @@ func (e *ConfigError) Error() string {
 
 // LoadConfig builds the configuration: DefaultConfig, then the file at path
 // (or, when path is empty, at env("BATON_CONFIG"); with neither, no file),
-// then the environment overrides, then relative paths made absolute against
-// the working directory. It does not call Validate.
+// then the environment (every scalar key from its variable, envVars), then
+// relative paths made absolute: those the file wrote against the file's
+// directory, the others against the working directory. It does not call
+// Validate.
 //
 // Decoding is strict: an unknown key, a value of the wrong type and bad YAML
-// are errors naming the file and line (and the key when known). Every
-// problem with the file or its content is reported as a *ConfigError
-// (several are joined with errors.Join).
+// are errors naming the file and line (and the key when known); a variable
+// that does not parse names the variable. Every problem with the file, its
+// content or the environment is reported as a *ConfigError (several are
+// joined with errors.Join).
 func LoadConfig(path string, env func(string) string) (Config, error) {
-	cfg := DefaultConfig()
-	if path == "" {
-		path = env("BATON_CONFIG")
+	cfg, _, err := loadConfig(path, env)
+	return cfg, err
+}
+
+// loadConfig is LoadConfig, and says where each value came from.
+func loadConfig(path string, env func(string) string) (Config, Origins, error) {
+	cfg, origins := DefaultConfig(), Origins{}
+	path, named, err := configPath(path, env)
+	if err != nil {
+		return Config{}, nil, err
 	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return Config{}, nil, fmt.Errorf("load config: working directory: %w", err)
+	}
+	fileDir := wd
 	if path != "" {
 		data, err := os.ReadFile(path)
 		if err != nil {
@@ -393,25 +409,40 @@ func LoadConfig(path string, env func(string) string) (Config, error) {
 			if errors.As(err, &pe) {
 				err = pe.Err // the path is already in the message
 			}
-			return Config{}, &ConfigError{File: path, Msg: fmt.Sprintf("cannot read config: %v", err)}
+			return Config{}, nil, &ConfigError{File: path, Msg: fmt.Sprintf("cannot read config (named by %s): %v", named, err)}
 		}
-		if err := decodeConfig(data, path, &cfg); err != nil {
-			return Config{}, err
+		if err := decodeConfig(data, path, &cfg, origins); err != nil {
+			return Config{}, nil, err
 		}
+		abs, err := filepath.Abs(path)
+		if err != nil {
+			return Config{}, nil, fmt.Errorf("load config: %w", err)
+		}
+		fileDir = filepath.Dir(abs)
 	}
-	if err := applyEnv(&cfg, env); err != nil {
-		return Config{}, err
+	if err := applyEnv(&cfg, env, origins); err != nil {
+		return Config{}, nil, err
 	}
-	wd, err := os.Getwd()
-	if err != nil {
-		return Config{}, fmt.Errorf("load config: working directory: %w", err)
-	}
-	cfg.resolvePaths(wd)
-	return cfg, nil
+	cfg.resolvePaths(wd, fileDir, origins)
+	return cfg, origins, nil
 }
 
-// decodeConfig decodes data (named file in messages) over cfg, strictly.
-func decodeConfig(data []byte, file string, cfg *Config) error {
+// configPath returns the config file to read: flag (--config) when set,
+// else BATON_CONFIG; "" for none. named says which gave it.
+func configPath(flag string, env func(string) string) (path, named string, err error) {
+	if flag != "" {
+		return flag, "--config", nil
+	}
+	p, _, err := envValue(env, "BATON_CONFIG")
+	if err != nil {
+		return "", "", &ConfigError{Msg: err.Error()}
+	}
+	return p, "BATON_CONFIG", nil
+}
+
+// decodeConfig decodes data (named file in messages) over cfg, strictly,
+// and records in origins (when not nil) the line of every key it sets.
+func decodeConfig(data []byte, file string, cfg *Config, origins Origins) error {
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
 		return yamlError(file, err, nil)
@@ -438,6 +469,13 @@ func decodeConfig(data []byte, file string, cfg *Config) error {
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err == nil {
 		return &ConfigError{File: file, Line: extra.Line, Msg: "only one YAML document is allowed"}
+	}
+	if origins != nil {
+		eachKey(reflect.ValueOf(cfg).Elem(), "", func(key string, _ reflect.Value) {
+			if line, ok := lines.byKey[key]; ok {
+				origins[key] = Origin{File: file, Line: line}
+			}
+		})
 	}
 	// What only the file sets is checked here, where its lines are known.
 	errs := cfg.Approvals.problems()
@@ -598,7 +636,7 @@ func wantOf(key string) string {
 		}
 	}
 	switch {
-	case t == reflect.TypeOf(time.Duration(0)):
+	case t == durationType:
 		return "a duration such as 30s"
 	case t.Kind() == reflect.Struct:
 		return "a mapping of keys"
@@ -616,45 +654,236 @@ func wantOf(key string) string {
 	return ""
 }
 
-// applyEnv applies the environment overrides; an empty variable is unset.
-// A value that is not of its key's type is a *ConfigError.
-func applyEnv(cfg *Config, env func(string) string) error {
-	str := func(name string, dst *string) {
-		if v := env(name); v != "" {
-			*dst = v
+// Origin says where a key's value came from: the built-in default, a line
+// of the config file, or an environment variable.
+type Origin struct {
+	File string // the config file, when it wrote the key
+	Line int    // its line in File
+	Env  string // the variable, when the environment set the key
+	// CR is set when the variable's value ended in a carriage return
+	// (a .env file with Windows line endings), which Baton removed.
+	CR bool
+}
+
+// String renders the origin as `baton config` prints it: "default",
+// "FILE:LINE" or "environment VAR".
+func (o Origin) String() string {
+	switch {
+	case o.Env != "" && o.CR:
+		return "environment " + o.Env + ` (its trailing \r removed)`
+	case o.Env != "":
+		return "environment " + o.Env
+	case o.File != "":
+		return fmt.Sprintf("%s:%d", o.File, o.Line)
+	}
+	return "default"
+}
+
+// Origins maps each dotted key (slack.bot_token, access.admins) that was
+// not left at its default to where its value came from.
+type Origins map[string]Origin
+
+// Of returns where key's value came from; the zero Origin (default) when
+// nothing set it.
+func (o Origins) Of(key string) Origin { return o[key] }
+
+// envPrefix starts the variable of every scalar key (envVar).
+const envPrefix = "BATON_"
+
+// envAliases are the conventional variables Baton also reads, each for one
+// key. The key's own BATON_ variable wins over its alias when both are set.
+var envAliases = map[string]string{
+	"llm.api_key":          "OPENAI_API_KEY",
+	"llm.base_url":         "OPENAI_BASE_URL",
+	"redis.url":            "REDIS_URL",
+	"slack.bot_token":      "SLACK_BOT_TOKEN",
+	"slack.app_token":      "SLACK_APP_TOKEN",
+	"slack.signing_secret": "SLACK_SIGNING_SECRET",
+	"discord.bot_token":    "DISCORD_BOT_TOKEN",
+}
+
+// envVar returns the environment variable that sets the dotted key:
+// BATON_ and the key in upper case with its sections joined by _
+// (slack.enabled → BATON_SLACK_ENABLED, tools.bash.sandbox →
+// BATON_TOOLS_BASH_SANDBOX).
+func envVar(key string) string {
+	return envPrefix + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+}
+
+// envVars returns the variables that set the dotted key, in order of
+// precedence (BATON_LLM_API_KEY, then OPENAI_API_KEY), or nil for a key
+// the environment cannot set (a list, read from the file only).
+func envVars(key string) []string {
+	f, ok := configField(key)
+	if !ok || !envSettable(f.Type) {
+		return nil
+	}
+	vars := []string{envVar(key)}
+	if alias, ok := envAliases[key]; ok {
+		vars = append(vars, alias)
+	}
+	return vars
+}
+
+// envSettable reports whether a key of type t can be set from the
+// environment: scalars can; lists and sections cannot.
+func envSettable(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Bool, reflect.String, reflect.Float64,
+		reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return true
+	}
+	return false
+}
+
+// configField returns the struct field of the dotted key (no list items).
+func configField(key string) (reflect.StructField, bool) {
+	t := reflect.TypeOf(Config{})
+	var f reflect.StructField
+	for part := range strings.SplitSeq(key, ".") {
+		if t.Kind() != reflect.Struct {
+			return reflect.StructField{}, false
+		}
+		var ok bool
+		if f, ok = yamlFields(t)[part]; !ok {
+			return reflect.StructField{}, false
+		}
+		t = f.Type
+	}
+	return f, true
+}
+
+// keyValue returns the settable value of the dotted key in c.
+func (c *Config) keyValue(key string) (reflect.Value, bool) {
+	v := reflect.ValueOf(c).Elem()
+	for part := range strings.SplitSeq(key, ".") {
+		if v.Kind() != reflect.Struct {
+			return reflect.Value{}, false
+		}
+		f, ok := yamlFields(v.Type())[part]
+		if !ok {
+			return reflect.Value{}, false
+		}
+		v = v.FieldByIndex(f.Index)
+	}
+	return v, true
+}
+
+// eachKey calls fn with every leaf key of the struct value v (sections
+// walked into, lists passed whole), its dotted name and its settable value.
+func eachKey(v reflect.Value, prefix string, fn func(key string, v reflect.Value)) {
+	t := v.Type()
+	for i := range t.NumField() {
+		name := yamlName(t.Field(i))
+		switch {
+		case name == "":
+		case t.Field(i).Type.Kind() == reflect.Struct:
+			eachKey(v.Field(i), prefix+name+".", fn)
+		default:
+			fn(prefix+name, v.Field(i))
 		}
 	}
-	secret := func(name string, dst *Secret) {
-		if v := env(name); v != "" {
-			*dst = Secret(v)
-		}
+}
+
+// durationType is time.Duration's: an integer kind written as 30s.
+var durationType = reflect.TypeOf(time.Duration(0))
+
+// envValue reads the variable name. An empty variable counts as unset. A
+// trailing carriage return (a .env file saved with Windows line endings)
+// is removed and reported in cr; any other control character is refused,
+// without showing the value, which may be a secret.
+func envValue(env func(string) string, name string) (v string, cr bool, err error) {
+	v = env(name)
+	if trimmed, ok := strings.CutSuffix(v, "\r"); ok {
+		v, cr = trimmed, true
 	}
-	secret("OPENAI_API_KEY", &cfg.LLM.APIKey)
-	str("OPENAI_BASE_URL", &cfg.LLM.BaseURL)
-	str("BATON_LLM_MODEL", &cfg.LLM.Model)
-	str("REDIS_URL", &cfg.Redis.URL)
-	secret("SLACK_BOT_TOKEN", &cfg.Slack.BotToken)
-	secret("SLACK_APP_TOKEN", &cfg.Slack.AppToken)
-	secret("SLACK_SIGNING_SECRET", &cfg.Slack.SigningSecret)
-	secret("DISCORD_BOT_TOKEN", &cfg.Discord.BotToken)
-	secret("BATON_API_TOKEN", &cfg.API.Token)
-	str("BATON_DATA_DIR", &cfg.DataDir)
-	if v := env("BATON_APPROVALS_TIMEOUT"); v != "" {
-		d, err := time.ParseDuration(v)
+	if i := strings.IndexFunc(v, unicode.IsControl); i >= 0 {
+		return "", false, fmt.Errorf("%s: the value holds a control character (%q at byte %d): write it on one line, without quotes that span lines (a .env file with Windows line endings: save it with LF)", name, v[i], i)
+	}
+	return v, cr, nil
+}
+
+// applyEnv sets every scalar key whose variable (envVars: BATON_<KEY>, or
+// its alias such as OPENAI_API_KEY) is set, parsed as the key's type, and
+// records the variable in origins. An empty variable is unset. A value that
+// does not parse is a *ConfigError naming the key and the variable; all are
+// reported at once.
+func applyEnv(cfg *Config, env func(string) string, origins Origins) error {
+	var errs []*ConfigError
+	eachKey(reflect.ValueOf(cfg).Elem(), "", func(key string, v reflect.Value) {
+		for _, name := range envVars(key) {
+			raw, cr, err := envValue(env, name)
+			if err != nil {
+				errs = append(errs, &ConfigError{Key: key, Msg: err.Error()})
+				return
+			}
+			if raw == "" {
+				continue
+			}
+			if err := setScalar(v, raw); err != nil {
+				errs = append(errs, &ConfigError{Key: key, Msg: fmt.Sprintf("%s: want %s, got %q", name, wantOf(key), raw)})
+				return
+			}
+			origins[key] = Origin{Env: name, CR: cr}
+			return // the first set variable wins
+		}
+	})
+	return joinConfigErrors(errs)
+}
+
+// setScalar parses s as v's type and stores it in v.
+func setScalar(v reflect.Value, s string) error {
+	switch {
+	case v.Type() == durationType:
+		d, err := time.ParseDuration(s)
 		if err != nil {
-			return &ConfigError{Key: "approvals.timeout", Msg: fmt.Sprintf("BATON_APPROVALS_TIMEOUT: want a duration such as 30s, got %q", v)}
+			return err
 		}
-		cfg.Approvals.Timeout = d
+		v.SetInt(int64(d))
+	case v.Kind() == reflect.String:
+		v.SetString(s)
+	case v.Kind() == reflect.Bool:
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return err
+		}
+		v.SetBool(b)
+	case v.Kind() == reflect.Float64:
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return err
+		}
+		v.SetFloat(f)
+	case v.CanInt():
+		n, err := strconv.ParseInt(s, 10, v.Type().Bits())
+		if err != nil {
+			return err
+		}
+		v.SetInt(n)
+	default:
+		return fmt.Errorf("%s cannot be set from the environment", v.Type())
 	}
 	return nil
 }
 
-// resolvePaths makes the relative paths in c absolute against wd.
-func (c *Config) resolvePaths(wd string) {
-	for _, p := range []*string{&c.DataDir, &c.PiecesDir} {
-		if *p != "" && !filepath.IsAbs(*p) {
-			*p = filepath.Join(wd, *p)
+// pathKeys are the keys that hold file system paths (resolvePaths).
+var pathKeys = []string{"data_dir", "pieces_dir"}
+
+// resolvePaths makes the relative paths in c absolute: a path the config
+// file wrote against fileDir, the file's directory (so that a config means
+// the same wherever Baton is started from), the others (the defaults, the
+// environment's) against wd, the working directory.
+func (c *Config) resolvePaths(wd, fileDir string, origins Origins) {
+	for _, key := range pathKeys {
+		v, ok := c.keyValue(key)
+		if !ok || v.String() == "" || filepath.IsAbs(v.String()) {
+			continue
 		}
+		base := wd
+		if origins.Of(key).File != "" {
+			base = fileDir
+		}
+		v.SetString(filepath.Join(base, v.String()))
 	}
 }
 

@@ -23,7 +23,7 @@ func FuzzConfig(f *testing.F) {
 	f.Add("\t\x00\xff")
 	f.Fuzz(func(t *testing.T, data string) {
 		cfg := DefaultConfig()
-		err := decodeConfig([]byte(data), "fuzz.yaml", &cfg)
+		err := decodeConfig([]byte(data), "fuzz.yaml", &cfg, nil)
 		if err == nil {
 			err = cfg.Validate()
 		} else if !strings.Contains(err.Error(), "fuzz.yaml") {

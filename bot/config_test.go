@@ -42,7 +42,7 @@ func resolvedDefaults(t testing.TB) Config {
 		t.Fatal(err)
 	}
 	cfg := DefaultConfig()
-	cfg.resolvePaths(wd)
+	cfg.resolvePaths(wd, wd, nil)
 	return cfg
 }
 
@@ -172,16 +172,39 @@ discord:
 	}
 }
 
+// TestLoadConfigRelativePaths: the paths a config file writes resolve
+// against the file's directory, wherever Baton starts; the defaults and the
+// environment's paths against the working directory.
 func TestLoadConfigRelativePaths(t *testing.T) {
 	path := writeConfig(t, "data_dir: state\npieces_dir: ./my/pieces\n")
+	dir := filepath.Dir(path)
+	wd, _ := os.Getwd()
+
 	got, err := LoadConfig(path, mapEnv(nil))
 	if err != nil {
 		t.Fatalf("LoadConfig: %v", err)
 	}
-	wd, _ := os.Getwd()
-	want := []string{filepath.Join(wd, "state"), filepath.Join(wd, "my/pieces")}
+	want := []string{filepath.Join(dir, "state"), filepath.Join(dir, "my/pieces")}
 	if diff := cmp.Diff(want, []string{got.DataDir, got.PiecesDir}); diff != "" {
-		t.Errorf("paths resolve against the working directory, not the file (-want +got):\n%s", diff)
+		t.Errorf("the file's paths resolve against its directory %s (-want +got):\n%s", dir, diff)
+	}
+
+	got, err = LoadConfig(path, mapEnv(map[string]string{"BATON_DATA_DIR": "from-env"}))
+	if err != nil {
+		t.Fatalf("LoadConfig: %v", err)
+	}
+	want = []string{filepath.Join(wd, "from-env"), filepath.Join(dir, "my/pieces")}
+	if diff := cmp.Diff(want, []string{got.DataDir, got.PiecesDir}); diff != "" {
+		t.Errorf("an environment path resolves against the working directory (-want +got):\n%s", diff)
+	}
+
+	got, err = LoadConfig(writeConfig(t, "locale: en\n"), mapEnv(nil))
+	if err != nil {
+		t.Fatalf("LoadConfig: %v", err)
+	}
+	want = []string{filepath.Join(wd, "data"), filepath.Join(wd, "configs/pieces")}
+	if diff := cmp.Diff(want, []string{got.DataDir, got.PiecesDir}); diff != "" {
+		t.Errorf("default paths resolve against the working directory (-want +got):\n%s", diff)
 	}
 }
 
@@ -535,12 +558,21 @@ func TestExampleDocumentsEveryKey(t *testing.T) {
 	}
 }
 
+// TestExampleEqualsDefaults: the example, copied to the directory Baton
+// runs from (its paths resolve against the file's directory), is the
+// defaults.
 func TestExampleEqualsDefaults(t *testing.T) {
 	got, err := LoadConfig(examplePath, mapEnv(nil))
 	if err != nil {
 		t.Fatalf("LoadConfig(%s): %v", examplePath, err)
 	}
-	if diff := cmp.Diff(resolvedDefaults(t), got); diff != "" {
+	dir, err := filepath.Abs(filepath.Dir(examplePath))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := DefaultConfig()
+	want.resolvePaths(dir, dir, nil)
+	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("%s differs from DefaultConfig() (-default +example):\n%s", examplePath, diff)
 	}
 }

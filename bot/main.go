@@ -66,6 +66,8 @@ type Main struct {
 	// Set by Run for the commands that load a configuration.
 	Config Config
 	Logger *slog.Logger
+	// origins says where each value of Config came from.
+	origins Origins
 
 	// workspaces is what --adopt-workspaces or --discard-workspaces said
 	// to do with workspaces the store does not know (see claimWorkspaces).
@@ -158,6 +160,7 @@ func init() {
 		{"run", `[--config FILE] [--data-dir DIR] [--piece P] [--task N] [--adopt-workspaces|--discard-workspaces] ("instruction" | --approve | --deny [--reason TEXT])`, "run one job in this process; the answer goes to stdout (--task N --approve|--deny: decide its call waiting for approval)", (*Main).runJob},
 		{"pieces", "validate [--config FILE] [FILES] | list [--config FILE]", "check piece files, or list the pieces", (*Main).pieces},
 		{"migrate", "[--config FILE]", "apply the database migrations", (*Main).migrate},
+		{"config", "[--config FILE]", "print the effective configuration, secrets redacted, with where each value came from", (*Main).showConfig},
 		{"version", "", "print the version", (*Main).printVersion},
 		{"help", "[COMMAND]", "show this help, or a command's", (*Main).help},
 	}
@@ -293,7 +296,7 @@ func (m *Main) setup(cmd string, cf commonFlags) error {
 	case cf.discard:
 		m.workspaces = workspace.Discard
 	}
-	cfg, err := LoadConfig(cf.config, m.Env)
+	cfg, origins, err := loadConfig(cf.config, m.Env)
 	if err != nil {
 		return configErr(cmd, err)
 	}
@@ -311,7 +314,7 @@ func (m *Main) setup(cmd string, cf commonFlags) error {
 	if err != nil {
 		return configErr(cmd, err)
 	}
-	m.Config, m.Logger = cfg, logger
+	m.Config, m.Logger, m.origins = cfg, logger, origins
 	m.Logger.Debug("configuration loaded", "command", cmd, "data_dir", cfg.DataDir, "redis", cfg.Redis.URL != "")
 	return nil
 }

@@ -20,8 +20,9 @@ const (
 )
 
 // TestReadmeConfigReference: the README's configuration reference lists
-// every key of the config struct, no other, each with the default and the
-// meaning the example config gives it (the table is generated from the
+// every key of the config struct, no other, each with the variables that
+// set it (envVars; TestEnvEveryScalarKey shows each works), the default and
+// the meaning the example config gives it (the table is generated from the
 // example; -update rewrites it).
 func TestReadmeConfigReference(t *testing.T) {
 	root := exampleConfig(t)
@@ -122,9 +123,13 @@ func leafKeys(t reflect.Type, prefix string) []string {
 func referenceTable(rows []referenceRow) string {
 	cell := func(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
 	var b strings.Builder
-	b.WriteString("| key | default | meaning |\n|---|---|---|\n")
+	b.WriteString("| key | environment | default | meaning |\n|---|---|---|---|\n")
 	for _, r := range rows {
-		b.WriteString("| `" + r.key + "` | `" + cell(r.value) + "` | " + cell(r.meaning) + " |\n")
+		vars := "file only"
+		if names := envVars(r.key); len(names) > 0 {
+			vars = "`" + strings.Join(names, "`, `") + "`"
+		}
+		b.WriteString("| `" + r.key + "` | " + vars + " | `" + cell(r.value) + "` | " + cell(r.meaning) + " |\n")
 	}
 	return b.String()
 }

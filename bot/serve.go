@@ -55,6 +55,7 @@ func (m *Main) serveAll(ctx context.Context, cmd string, workers bool) error {
 	ops := mux
 	var adminSrv *http.Server
 	adminErr := make(chan error, 1) // never sent on without admin.addr
+	at := listening{http: ln.Addr().String()}
 	if m.Config.Admin.Addr != "" {
 		aln, err := open("admin.addr", m.Config.Admin.Addr)
 		if err != nil {
@@ -65,7 +66,8 @@ func (m *Main) serveAll(ctx context.Context, cmd string, workers bool) error {
 		adminSrv = newHTTPServer(ops, m.Logger)
 		aln = limitConns(aln, m.Config.HTTP.MaxConnections)
 		go func() { adminErr <- adminSrv.Serve(aln) }()
-		m.Logger.Info("admin endpoints on", "addr", aln.Addr().String())
+		at.admin = aln.Addr().String()
+		m.Logger.Info("admin endpoints on", "addr", at.admin)
 	}
 	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWork()
@@ -139,7 +141,8 @@ func (m *Main) serveAll(ctx context.Context, cmd string, workers bool) error {
 	if workers {
 		nWorkers = m.Config.Workers.Concurrency
 	}
-	m.Logger.Info("baton "+cmd+" started", "http", ln.Addr().String(), "queue", queueKind(m.Config), "workers", nWorkers)
+	startupWarnings(m.Config, m.origins, m.Logger)
+	m.Logger.Info("baton "+cmd+" started", startupSummary(m.Config, at, nWorkers)...)
 
 	var fatal error
 	select {

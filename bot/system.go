@@ -495,13 +495,20 @@ func routeRedisLogs(log *slog.Logger) {
 	redisLogsOnce.Do(func() { redis.SetLogger(redisLogs{log: log}) })
 }
 
-// redactURL drops the password of a URL for messages.
+// redactURL returns raw for messages, the log and `baton config`: its user
+// information (a password, or a token put before the host) shows as
+// [redacted].
 func redactURL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return "(unparsable)"
 	}
-	return u.Redacted()
+	if u.User == nil {
+		return raw
+	}
+	u.User = nil
+	scheme := u.Scheme + "://"
+	return scheme + redacted + "@" + strings.TrimPrefix(u.String(), scheme)
 }
 
 // Close releases everything, last opened first, once the deliverers (whose
