@@ -42,6 +42,24 @@ type TaskStore interface {
 	AddComment(ctx context.Context, c Comment) (Comment, error)
 	// RecentComments returns the task's last n comments, oldest first.
 	RecentComments(ctx context.Context, taskID int64, n int) ([]Comment, error)
+	// Tasks returns the tasks matching f, newest (highest ID) first, at
+	// most f.Limit of them. A page ends with the smallest ID it holds: the
+	// next page is asked with that ID as f.Before.
+	Tasks(ctx context.Context, f TaskFilter) ([]Task, error)
+}
+
+// TaskFilter selects tasks. Zero fields do not filter.
+type TaskFilter struct {
+	Platform Platform
+	// State keeps the tasks whose newest job is in State; a task without
+	// a job has no state and never matches.
+	State JobState
+	// Since keeps the tasks created at or after it.
+	Since time.Time
+	// Before keeps the tasks whose ID is smaller: the cursor of the page
+	// after one that ended with task Before.
+	Before int64
+	Limit  int // 0: no limit
 }
 
 // JobFilter selects jobs. Zero fields do not filter.

@@ -1,8 +1,11 @@
 // Package api is Baton's task API: the HTTP entry point for programs rather
 // than people in chat. It serves, under /api/, the creation of tasks,
 // comments on them (answers, steering, follow-up requests), their state,
-// the decisions on their calls waiting for approval and their abort, as
-// JSON, behind a bearer token.
+// a paged listing of them, the decisions on their calls waiting for
+// approval, their abort, and the files of their workspaces (input/ and
+// output/, listed and downloaded), as JSON, behind a bearer token. Its
+// OpenAPI 3 document is served at /api/openapi.json (openapi.json, kept
+// equal to the route table by a test).
 //
 // Every request goes through the same conversation service as the chat
 // platforms: a task created here is a thread on the "api" platform, a
@@ -30,6 +33,7 @@ import (
 	"mime"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -54,6 +58,7 @@ type Store interface {
 	Task(ctx context.Context, id int64) (core.Task, error)
 	TaskByThread(ctx context.Context, ref core.ThreadRef) (core.Task, error)
 	Job(ctx context.Context, id int64) (core.Job, error)
+	Tasks(ctx context.Context, f core.TaskFilter) ([]core.Task, error)
 	Jobs(ctx context.Context, f core.JobFilter) ([]core.Job, error)
 	RecentComments(ctx context.Context, taskID int64, n int) ([]core.Comment, error)
 	ApprovalByID(ctx context.Context, id int64) (core.Approval, error)
@@ -103,23 +108,55 @@ func New(svc Service, store Store, cfg Config) *API {
 	return &API{svc: svc, store: store, cfg: cfg, log: cfg.Logger, tokenSum: sha256.Sum256([]byte(cfg.Token))}
 }
 
+// route is one operation of the API: its method and ServeMux pattern, its
+// handler, and the Go types of its JSON request and success response (nil:
+// none, or not JSON). The table is the API: Handler serves it and nothing
+// else, and the OpenAPI document (openapi.json) is tested against it.
+type route struct {
+	method, pattern string
+	handle          func(a *API, w http.ResponseWriter, r *http.Request)
+	request         any
+	response        any
+}
+
+// routes are the API's operations. A GET also answers HEAD.
+var routes = []route{
+	{"GET", "/api/tasks", (*API).list, nil, taskList{}},
+	{"POST", "/api/tasks", (*API).create, request{}, taskView{}},
+	{"GET", "/api/tasks/{id}", (*API).show, nil, taskView{}},
+	{"POST", "/api/tasks/{id}/comments", (*API).comment, request{}, taskView{}},
+	{"POST", "/api/tasks/{id}/abort", (*API).abort, request{}, taskView{}},
+	{"POST", "/api/tasks/{id}/approvals/{approval}", (*API).decide, decisionRequest{}, taskView{}},
+	{"GET", "/api/tasks/{id}/files", (*API).files, nil, fileList{}},
+	{"GET", "/api/tasks/{id}/files/{folder}/{path...}", (*API).download, nil, nil},
+	{"GET", "/api/openapi.json", (*API).openAPI, nil, nil},
+}
+
 // Handler returns the API's HTTP handler. It serves full paths under
 // /api/ and answers 404 elsewhere, so it is mounted on the http.addr
 // server's mux as mux.Handle("/api/", h). Every request, on any path, needs
 // the bearer token (401 otherwise); with no token configured every request
-// is answered 404.
+// is answered 404. A known path asked with another method is answered 405
+// with the Allow header.
 func (a *API) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /api/tasks", a.create)
-	mux.HandleFunc("/api/tasks", allow("POST"))
-	mux.HandleFunc("GET /api/tasks/{id}", a.show)
-	mux.HandleFunc("/api/tasks/{id}", allow("GET, HEAD"))
-	mux.HandleFunc("POST /api/tasks/{id}/comments", a.comment)
-	mux.HandleFunc("/api/tasks/{id}/comments", allow("POST"))
-	mux.HandleFunc("POST /api/tasks/{id}/abort", a.abort)
-	mux.HandleFunc("/api/tasks/{id}/abort", allow("POST"))
-	mux.HandleFunc("POST /api/tasks/{id}/approvals/{approval}", a.decide)
-	mux.HandleFunc("/api/tasks/{id}/approvals/{approval}", allow("POST"))
+	allowed := map[string][]string{}
+	var patterns []string
+	for _, rt := range routes {
+		mux.HandleFunc(rt.method+" "+rt.pattern, func(w http.ResponseWriter, r *http.Request) { rt.handle(a, w, r) })
+		if _, ok := allowed[rt.pattern]; !ok {
+			patterns = append(patterns, rt.pattern)
+		}
+		allowed[rt.pattern] = append(allowed[rt.pattern], rt.method)
+		if rt.method == "GET" {
+			allowed[rt.pattern] = append(allowed[rt.pattern], "HEAD")
+		}
+	}
+	for _, p := range patterns {
+		methods := allowed[p]
+		slices.Sort(methods)
+		mux.HandleFunc(p, allow(strings.Join(methods, ", ")))
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "There is nothing at "+r.URL.Path+".")
 	})
@@ -158,7 +195,7 @@ func allow(methods string) http.HandlerFunc {
 // request is the body of POST /api/tasks, /comments and /abort.
 type request struct {
 	Text   string `json:"text"`
-	Piece  string `json:"piece"`
+	Piece  string `json:"piece"` // POST /api/tasks only
 	Author string `json:"author"`
 }
 
@@ -190,13 +227,11 @@ func (a *API) create(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, `A new task's text cannot start with "!": commands work on a task's comments; name a piece with "piece".`)
 		return
 	}
-	text := req.Text
-	if req.Piece != "" {
-		text = "!piece " + req.Piece + " " + req.Text
-	}
 	thread := core.ThreadRef{Platform: core.PlatformAPI, Channel: channel, Thread: rand.Text()}
 	ctx := r.Context()
-	reply, err := a.svc.HandleMessage(ctx, a.message(thread, author(req), text))
+	m := a.message(thread, author(req), req.Text)
+	m.Piece = req.Piece // never written into the text: the title and comment are the request as sent
+	reply, err := a.svc.HandleMessage(ctx, m)
 	if err != nil {
 		a.fail(w, r, "create task", err)
 		return
@@ -493,9 +528,11 @@ func (a *API) decodeInto(w http.ResponseWriter, r *http.Request, v any, fields s
 // body reads a request's body, JSON if it says what it is, at most MaxBody
 // bytes.
 func (a *API) body(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	// No Content-Type is taken as JSON: the body is decoded strictly
+	// anyway, and a client that names no type means no other.
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
-			writeError(w, http.StatusUnsupportedMediaType, "Send JSON with Content-Type: application/json.")
+			writeError(w, http.StatusUnsupportedMediaType, "Send JSON with Content-Type: application/json (or no Content-Type); curl -d sends a form type unless given -H 'Content-Type: application/json'.")
 			return nil, false
 		}
 	}
@@ -578,8 +615,13 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, op string, err error)
 	writeError(w, http.StatusInternalServerError, "Something went wrong on the server; try again later.")
 }
 
+// errorBody is every error's answer.
+type errorBody struct {
+	Error string `json:"error"` // a plain sentence saying what to change
+}
+
 func writeError(w http.ResponseWriter, status int, msg string) {
-	writeJSON(w, status, map[string]string{"error": msg})
+	writeJSON(w, status, errorBody{Error: msg})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -252,6 +252,13 @@ func TestAPICreateWithPiece(t *testing.T) {
 	if v.Task.Owner != "api:api" {
 		t.Errorf("owner = %q, want the default api:api", v.Task.Owner)
 	}
+	// The piece is passed beside the text, never written into it.
+	if v.Task.Title != "look into it" || len(v.Comments) == 0 || v.Comments[0].Text != "look into it" {
+		t.Errorf("title %q, comments %+v; want the request as sent, without !piece", v.Task.Title, v.Comments)
+	}
+	if user := w.llm.Requests()[0].Messages[1].Text(); strings.Contains(user, "!piece") {
+		t.Errorf("the model was sent !piece:\n%s", user)
+	}
 
 	r := w.do("POST", "/api/tasks", apiToken, `{"text": "do it", "piece": "nope"}`)
 	if r.Status != http.StatusBadRequest || !strings.Contains(r.Body["error"].(string), "There is no piece `nope`") {
@@ -391,7 +398,8 @@ func TestAPIAuth(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, route := range []struct{ method, path string }{
-				{"POST", "/api/tasks"}, {"GET", "/api/tasks/1"}, {"POST", "/api/tasks/1/comments"}, {"POST", "/api/tasks/1/abort"}, {"GET", "/elsewhere"},
+				{"POST", "/api/tasks"}, {"GET", "/api/tasks"}, {"GET", "/api/tasks/1"}, {"POST", "/api/tasks/1/comments"}, {"POST", "/api/tasks/1/abort"},
+				{"GET", "/api/tasks/1/files"}, {"GET", "/api/tasks/1/files/output/a.txt"}, {"GET", "/api/openapi.json"}, {"GET", "/elsewhere"},
 			} {
 				req, _ := http.NewRequest(route.method, w.url+route.path, strings.NewReader(`{"text":"hi"}`))
 				if tc.header != "" {
@@ -476,7 +484,7 @@ func TestAPIBadRequests(t *testing.T) {
 		{"a Slack task", "GET", "/api/tasks/" + slackID, "", ``, 404, "no task", ""},
 		{"comment on a Slack task", "POST", "/api/tasks/" + slackID + "/comments", "application/json", `{"text": "x"}`, 404, "no task", ""},
 		{"unknown path", "GET", "/api/other", "", ``, 404, "nothing at", ""},
-		{"GET the collection", "GET", "/api/tasks", "", ``, 405, "Use POST", "POST"},
+		{"DELETE the collection", "DELETE", "/api/tasks", "", ``, 405, "Use GET, HEAD, POST", "GET, HEAD, POST"},
 		{"DELETE a task", "DELETE", "/api/tasks/" + id, "", ``, 405, "Use GET", "GET, HEAD"},
 		{"PUT a task", "PUT", "/api/tasks/" + id, "application/json", `{}`, 405, "", "GET, HEAD"},
 		{"GET comments", "GET", "/api/tasks/" + id + "/comments", "", ``, 405, "", "POST"},

@@ -64,6 +64,11 @@ type Message struct {
 	// stickers alone in a task's thread is a comment, never a request.
 	Stickers []string
 	Files    []File
+	// Piece, when set, names the piece the job the message starts runs
+	// (the task API's "piece" field): Text is then the request alone and
+	// is stored as written, never read as a `!piece` command. An unknown
+	// piece is answered as `!piece` answers it.
+	Piece string
 	// Addressed reports that the message is for the bot: it mentions it,
 	// or it is a direct message. A thread that is not a task yet becomes
 	// one only then.

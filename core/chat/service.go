@@ -236,16 +236,20 @@ func (s *Service) once(ctx context.Context, keys []string, r Reply) (Reply, erro
 }
 
 // newJob returns the job a message starts in a task with no active job,
-// or nil and the author's answer when a `!piece` names no known piece or
-// gives no text.
+// or nil and the author's answer when a `!piece` (or m.Piece) names no
+// known piece or gives no text.
 func (s *Service) newJob(m Message, text string) (*core.Job, Reply) {
 	pieceName, instruction := s.cfg.DefaultPiece, text
 	if instruction == "" {
 		// Only a mention, or only files: say so rather than send nothing.
 		instruction = s.say("empty_request")
 	}
-	if name, args, ok := command(text); ok && name == "piece" {
-		p, rest, _ := strings.Cut(strings.TrimSpace(args), " ")
+	p, rest, named := m.Piece, text, m.Piece != ""
+	if name, args, ok := command(text); ok && name == "piece" && !named {
+		p, rest, _ = strings.Cut(strings.TrimSpace(args), " ")
+		named = true
+	}
+	if named {
 		if !s.pieceExists(p) {
 			return nil, Reply{Text: s.say("unknown_piece", "piece", p, "pieces", strings.Join(s.cfg.Pieces.Names(), ", "))}
 		}

@@ -354,3 +354,48 @@ func TestAttachmentNames(t *testing.T) {
 		}
 	}
 }
+
+// TestMessagePiece: a message that names its piece (the task API's
+// "piece") starts a job of that piece with its text as the request, and
+// the text is stored as written: no `!piece` in the title or the comment.
+// An unknown piece is refused as `!piece` refuses it.
+func TestMessagePiece(t *testing.T) {
+	w := newWorld(t, chat.Access{})
+	ctx := context.Background()
+	send := func(th core.ThreadRef, piece, text string) chat.Reply {
+		t.Helper()
+		r, err := w.svc.HandleMessage(ctx, chat.Message{Thread: th, MsgID: "m-" + th.Thread, Author: chat.Author{ID: "api:alice", Name: "alice"},
+			Text: text, Piece: piece, Addressed: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	th := core.ThreadRef{Platform: core.PlatformAPI, Channel: "api", Thread: "t1"}
+	if r := send(th, "research", "look into it"); r.Text != "" {
+		t.Fatalf("reply = %q, want none", r.Text)
+	}
+	jobs := w.jobs(th)
+	if len(jobs) != 1 || jobs[0].Piece != "research" || jobs[0].Instruction != "look into it" {
+		t.Fatalf("jobs = %+v, want one research job for the text", jobs)
+	}
+	task, err := w.store.TaskByThread(ctx, th)
+	if err != nil {
+		t.Fatal(err)
+	}
+	comments, err := w.store.RecentComments(ctx, task.ID, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if task.Title != "look into it" || len(comments) != 1 || comments[0].Text != "look into it" {
+		t.Errorf("title %q, comments %+v; want the text as written", task.Title, comments)
+	}
+
+	other := core.ThreadRef{Platform: core.PlatformAPI, Channel: "api", Thread: "t2"}
+	if r := send(other, "nope", "do it"); !strings.Contains(r.Text, "nope") {
+		t.Errorf("unknown piece: reply %q, want the refusal naming it", r.Text)
+	}
+	if got := w.queue.Enqueued(); len(got) != 1 {
+		t.Errorf("enqueued %v, want only the first job", got)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/baton-bot/baton/core"
 )
@@ -142,6 +143,54 @@ func (s *Store) Task(ctx context.Context, id int64) (core.Task, error) {
 		return core.Task{}, fmt.Errorf("task %d: %w", id, err)
 	}
 	return t, nil
+}
+
+// Tasks returns the tasks matching f, newest first (see core.TaskStore).
+// The state of a task is that of its newest job (the highest job ID).
+func (s *Store) Tasks(ctx context.Context, f core.TaskFilter) ([]core.Task, error) {
+	var where []string
+	var args []any
+	if f.Platform != "" {
+		where = append(where, "t.platform = ?")
+		args = append(args, string(f.Platform))
+	}
+	if f.State != "" {
+		where = append(where, "(SELECT j.state FROM jobs j WHERE j.task_id = t.id ORDER BY j.id DESC LIMIT 1) = ?")
+		args = append(args, string(f.State))
+	}
+	if !f.Since.IsZero() {
+		where = append(where, "t.created_at >= ?")
+		args = append(args, f.Since.UnixMilli())
+	}
+	if f.Before != 0 {
+		where = append(where, "t.id < ?")
+		args = append(args, f.Before)
+	}
+	q := `SELECT ` + taskCols + ` FROM tasks t`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY t.id DESC"
+	if f.Limit > 0 {
+		q += sqlLimit(f.Limit)
+	}
+	rows, err := s.reader.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("tasks: %w", err)
+	}
+	defer rows.Close()
+	var out []core.Task
+	for rows.Next() {
+		t, err := scanTask(rows)
+		if err != nil {
+			return nil, fmt.Errorf("tasks: %w", err)
+		}
+		out = append(out, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("tasks: %w", err)
+	}
+	return out, nil
 }
 
 // TaskByThread returns the task keyed on ref, or an error wrapping

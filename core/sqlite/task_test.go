@@ -268,3 +268,88 @@ func TestRetireThread(t *testing.T) {
 		t.Errorf("retiring an unknown task: %v, want ErrNotFound", err)
 	}
 }
+
+// TestTasks: the listing is newest first and pages by ID; it filters on
+// the platform, on the state of each task's newest job (not of an older
+// one) and on the creation time.
+func TestTasks(t *testing.T) {
+	s := newStore(t)
+	ctx := t.Context()
+	mk := func(p core.Platform, thread string, jobs ...bool) core.Task {
+		t.Helper()
+		task, _, err := s.EnsureTask(ctx, core.Task{Thread: core.ThreadRef{Platform: p, Channel: "c", Thread: thread}, Title: thread})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, abort := range jobs {
+			j, err := s.CreateJob(ctx, core.Job{TaskID: task.ID, Piece: "chat", Instruction: "x"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if abort {
+				if _, err := s.RequestAbort(ctx, j.ID, "u"); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		return task
+	}
+	slack := mk(core.PlatformSlack, "s", false)
+	aborted := mk(core.PlatformAPI, "a", true)
+	none := mk(core.PlatformAPI, "n")
+	requeued := mk(core.PlatformAPI, "r", true, false) // an aborted job, then a queued one
+	last := mk(core.PlatformAPI, "l", false)
+	// Creation times an hour apart, oldest first.
+	base := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	for i, task := range []core.Task{slack, aborted, none, requeued, last} {
+		if _, err := s.writer.ExecContext(ctx, `UPDATE tasks SET created_at = ? WHERE id = ?`, base.Add(time.Duration(i)*time.Hour).UnixMilli(), task.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids := func(f core.TaskFilter) []int64 {
+		t.Helper()
+		got, err := s.Tasks(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := []int64{}
+		for _, task := range got {
+			out = append(out, task.ID)
+		}
+		return out
+	}
+	api := core.PlatformAPI
+	for _, tc := range []struct {
+		name string
+		f    core.TaskFilter
+		want []int64
+	}{
+		{"all", core.TaskFilter{}, []int64{last.ID, requeued.ID, none.ID, aborted.ID, slack.ID}},
+		{"api", core.TaskFilter{Platform: api}, []int64{last.ID, requeued.ID, none.ID, aborted.ID}},
+		{"first page", core.TaskFilter{Platform: api, Limit: 2}, []int64{last.ID, requeued.ID}},
+		{"second page", core.TaskFilter{Platform: api, Limit: 2, Before: requeued.ID}, []int64{none.ID, aborted.ID}},
+		{"past the end", core.TaskFilter{Platform: api, Limit: 2, Before: aborted.ID}, []int64{}},
+		{"queued: the newest job counts", core.TaskFilter{Platform: api, State: core.JobQueued}, []int64{last.ID, requeued.ID}},
+		{"aborted: an older job does not count", core.TaskFilter{Platform: api, State: core.JobAborted}, []int64{aborted.ID}},
+		{"no task in the state", core.TaskFilter{State: core.JobRunning}, []int64{}},
+		{"since, inclusive", core.TaskFilter{Platform: api, Since: base.Add(2 * time.Hour)}, []int64{last.ID, requeued.ID, none.ID}},
+		{"since and state and page", core.TaskFilter{Since: base.Add(time.Hour), State: core.JobQueued, Before: last.ID}, []int64{requeued.ID}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, ids(tc.f)); diff != "" {
+				t.Errorf("Tasks(%+v) ids (-want +got):\n%s", tc.f, diff)
+			}
+		})
+	}
+	got, err := s.Tasks(ctx, core.TaskFilter{Platform: api, Limit: 1})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("Tasks = %v, %v", got, err)
+	}
+	want, err := s.Task(ctx, last.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got[0]); diff != "" || !got[0].CreatedAt.Equal(base.Add(4*time.Hour)) {
+		t.Errorf("listed task (-want +got):\n%s", diff)
+	}
+}

@@ -222,28 +222,58 @@ func (w *Workspace) RemoveLog(rel string) error {
 	return failed("remove", rel, lr.Remove(inside))
 }
 
-// logs opens logs/ as a root of its own. logs/ must be the workspace's own
-// folder: a symlink in its place, even to a folder inside the workspace, is
-// refused.
+// logs opens logs/ as a root of its own (see folder).
 func (w *Workspace) logs() (*os.Root, error) {
 	if err := w.mkdir(Logs); err != nil {
 		return nil, failed("create", "logs/", err)
 	}
-	lr, err := w.dir.OpenRoot(Logs)
+	return w.folder(Logs)
+}
+
+// folder opens the top-level folder name as a root of its own. It must be
+// the workspace's own folder: a symlink in its place, even to a folder
+// inside the workspace, is refused.
+func (w *Workspace) folder(name string) (*os.Root, error) {
+	fr, err := w.dir.OpenRoot(name)
 	if err != nil {
-		return nil, failed("open", "logs/", err)
+		return nil, failed("open", name+"/", err)
 	}
 	// Compare what was opened with what is there, after the open: a folder
 	// swapped for a link before it is caught, one swapped after is not used.
-	fi, err := w.dir.Lstat(Logs)
+	fi, err := w.dir.Lstat(name)
 	if err == nil && fi.IsDir() {
 		var st fs.FileInfo
-		if st, err = lr.Stat("."); err == nil && os.SameFile(fi, st) {
-			return lr, nil
+		if st, err = fr.Stat("."); err == nil && os.SameFile(fi, st) {
+			return fr, nil
 		}
 	}
-	lr.Close()
-	return nil, fmt.Errorf("open logs/: %w: logs is not a folder of the workspace", ErrOutside)
+	fr.Close()
+	return nil, fmt.Errorf("open %s/: %w: %s is not a folder of the workspace", name, ErrOutside, name)
+}
+
+// OpenIn opens the regular file rel of the top-level folder (Input or
+// Output; rel relative to it, slash-separated) for reading, for a reader
+// outside the sandbox such as the task API. It goes through a root opened
+// on the folder itself, so a symlink in it may lead elsewhere inside the
+// folder but never out of it: not to logs/, not out of the workspace
+// (ErrOutside). A rel that is not a clean relative path ("..", a leading
+// "/", an empty element) is refused with ErrOutside; anything but a
+// regular file with ErrNotRegular or ErrIsDir, as OpenRead does.
+func (w *Workspace) OpenIn(folder, rel string) (*os.File, fs.FileInfo, error) {
+	name := folder + "/" + rel
+	if folder != Input && folder != Output {
+		return nil, nil, fmt.Errorf("open %s: %w: only input/ and output/ are readable this way", name, ErrOutside)
+	}
+	if !fs.ValidPath(rel) || rel == "." {
+		return nil, nil, fmt.Errorf("open %s: %w: not a clean path inside %s/", name, ErrOutside, folder)
+	}
+	fr, err := w.folder(folder)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer fr.Close()
+	f, err := fr.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	return regular(name, f, failed("open", name, err))
 }
 
 // logPath returns rel, which must lie under logs/, relative to logs/.

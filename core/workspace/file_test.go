@@ -272,3 +272,71 @@ func TestSafeName(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenIn: a file of input/ or output/ opens through a root on that
+// folder: links inside it are followed, links out of it (to logs/, out of
+// the workspace, absolute ones) are refused, and so are unclean paths,
+// other folders, folders and special files.
+func TestOpenIn(t *testing.T) {
+	ws, _ := newTree(t)
+	r := ws.Root()
+	must(t, os.WriteFile(filepath.Join(r, "output", "report.md"), []byte("# report"), 0o644))
+	must(t, os.WriteFile(filepath.Join(r, "logs", "secret.jsonl"), []byte("log"), 0o644))
+	must(t, syscall.Mkfifo(filepath.Join(r, "output", "pipe"), 0o644))
+	for _, tc := range []struct {
+		folder, rel string
+		want        string // content, or "" when refused with err
+		err         error
+	}{
+		{Output, "report.md", "# report", nil},
+		{Input, "a.txt", "a", nil},
+		{Input, "in-rel", "a", nil},
+		{Input, "in-abs", "", ErrOutside},
+		{Input, "out-abs/passwd", "", ErrOutside},
+		{Input, "out-rel/passwd", "", ErrOutside},
+		{Input, "out-file", "", ErrOutside},
+		{Input, "chain/passwd", "", ErrOutside},
+		{Input, "sub/up/secret/passwd", "", ErrOutside},
+		{Output, "to-logs/secret.jsonl", "", ErrOutside},
+		{Output, "../logs/secret.jsonl", "", ErrOutside},
+		{Output, "./report.md", "", ErrOutside},
+		{Output, "/report.md", "", ErrOutside},
+		{Output, "", "", ErrOutside},
+		{Logs, "secret.jsonl", "", ErrOutside},
+		{Input, "sub", "", ErrIsDir},
+		{Output, "pipe", "", ErrNotRegular},
+		{Output, "missing.md", "", fs.ErrNotExist},
+	} {
+		t.Run(tc.folder+"/"+tc.rel, func(t *testing.T) {
+			f, fi, err := ws.OpenIn(tc.folder, tc.rel)
+			if tc.err != nil {
+				if !errors.Is(err, tc.err) {
+					t.Errorf("OpenIn = %v, want an error wrapping %v", err, tc.err)
+				}
+				if f != nil {
+					f.Close()
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			b := make([]byte, 64)
+			n, _ := f.Read(b)
+			if string(b[:n]) != tc.want || fi.Size() != int64(len(tc.want)) {
+				t.Errorf("read %q (size %d), want %q", b[:n], fi.Size(), tc.want)
+			}
+		})
+	}
+
+	// output/ itself swapped for a link to input/: refused, even inside.
+	must(t, os.Rename(filepath.Join(r, "output"), filepath.Join(r, "output.old")))
+	must(t, os.Symlink("input", filepath.Join(r, "output")))
+	if f, _, err := ws.OpenIn(Output, "a.txt"); !errors.Is(err, ErrOutside) {
+		if f != nil {
+			f.Close()
+		}
+		t.Errorf("output/ as a link: %v, want ErrOutside", err)
+	}
+}

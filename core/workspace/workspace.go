@@ -15,7 +15,9 @@
 // that leads out is refused at the moment it is met, so a swap racing the
 // call can move a write or a read to another place inside the workspace but
 // never outside it. Records under logs/ are written through a root opened
-// on logs/ itself (OpenLog, WriteLog), so they stay inside logs/. Opens
+// on logs/ itself (OpenLog, WriteLog), so they stay inside logs/, and a
+// reader outside the sandbox (the task API's downloads) opens files of input/
+// or output/ through a root on that folder (OpenIn). Opens
 // refuse anything but a regular file (ErrNotRegular) without blocking on a
 // named pipe, and walks (Walk, Files) never follow a symlink.
 //
@@ -38,6 +40,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 )
 
 // Folder names inside a workspace.
@@ -69,8 +72,9 @@ type Workspace struct {
 
 // FileInfo describes one regular file in a listing.
 type FileInfo struct {
-	Name string // slash-separated, relative to the workspace root (e.g. "input/a.txt")
-	Size int64
+	Name    string // slash-separated, relative to the workspace root (e.g. "input/a.txt")
+	Size    int64
+	ModTime time.Time
 }
 
 // Open creates dir and its input/, output/ and logs/ folders when missing and
@@ -302,7 +306,7 @@ func (w *Workspace) Files(sub string, max int) ([]FileInfo, int, error) {
 		if err != nil {
 			return nil // removed while walking
 		}
-		all = append(all, FileInfo{Name: p, Size: info.Size()})
+		all = append(all, FileInfo{Name: p, Size: info.Size(), ModTime: info.ModTime()})
 		return nil
 	})
 	if err != nil {

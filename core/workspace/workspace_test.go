@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -146,12 +147,17 @@ func TestFiles(t *testing.T) {
 	r := ws.Root()
 	must(t, os.WriteFile(filepath.Join(r, "input", "sub", "b.txt"), []byte("bbb"), 0o644))
 	must(t, os.WriteFile(filepath.Join(r, "input", "c.txt"), []byte("cc"), 0o644))
+	at := time.Date(2025, 3, 1, 12, 0, 0, 0, time.Local)
+	for i, name := range []string{"a.txt", "c.txt", "sub/b.txt"} {
+		mod := at.Add(time.Duration(i) * time.Minute)
+		must(t, os.Chtimes(filepath.Join(r, "input", filepath.FromSlash(name)), mod, mod))
+	}
 
 	got, more, err := ws.Files("input", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []FileInfo{{"input/a.txt", 1}, {"input/c.txt", 2}, {"input/sub/b.txt", 3}}
+	want := []FileInfo{{"input/a.txt", 1, at}, {"input/c.txt", 2, at.Add(time.Minute)}, {"input/sub/b.txt", 3, at.Add(2 * time.Minute)}}
 	if diff := cmp.Diff(want, got); diff != "" || more != 0 {
 		t.Errorf("Files (-want +got):\n%s more=%d", diff, more)
 	}
