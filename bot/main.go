@@ -259,8 +259,9 @@ func runsJobs(cmd string) bool {
 	return false
 }
 
-// flagSet returns a flag set for cmd that prints errors and usage to Stderr.
-// withDataDir adds --data-dir (SPEC §11: chat and run).
+// flagSet returns a flag set for cmd with --config (see newFlagSet: errors
+// go to Stderr, help to Stdout). withDataDir adds --data-dir (SPEC §11: chat
+// and run; tasks, which reads data_dir).
 func (m *Main) flagSet(cmd string, cf *commonFlags, withDataDir bool) *flag.FlagSet {
 	fs := m.newFlagSet(cmd)
 	fs.StringVar(&cf.config, "config", "", "config `file` (default: $BATON_CONFIG, else built-in defaults)")
