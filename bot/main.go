@@ -21,10 +21,11 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"syscall"
+	"text/tabwriter"
 
 	"github.com/baton-bot/baton/core"
 	"github.com/baton-bot/baton/core/docparse"
@@ -32,7 +33,9 @@ import (
 	"github.com/baton-bot/baton/core/workspace"
 )
 
-// version is set at build time: go build -ldflags "-X main.version=1.2.3".
+// version is set at build time: go build -ldflags "-X main.version=1.2.3"
+// (make build does). Without it, `baton version` takes the module version
+// from the build information (see versionText).
 var version = "dev"
 
 func main() {
@@ -75,6 +78,10 @@ type Main struct {
 	// listener opens the listener of a config key (http.addr, admin.addr);
 	// nil: listen. Tests hand in listeners that fail.
 	listener func(key, addr string) (net.Listener, error)
+	// describe, when set, receives the flag sets of a command run with
+	// --help instead of their help being printed: `baton completion`
+	// collects the flags so. setup refuses to go on while it is set.
+	describe func(cmd string, sets []namedFlags)
 }
 
 // NewMain returns a Main wired to the process: standard streams, the real
@@ -109,10 +116,11 @@ func usageErr(format string, args ...any) error {
 
 // ExitCode maps an error from Run to the process exit code: 0 for nil, the
 // code an error carries, 130 after an interrupt, 2 for a configuration
-// error, and 1 for anything else.
+// error (the pieces' included), and 1 for anything else.
 func ExitCode(err error) int {
 	var ee *exitError
 	var ce *ConfigError
+	var pe *piecesError
 	switch {
 	case err == nil:
 		return exitOK
@@ -120,7 +128,7 @@ func ExitCode(err error) int {
 		return ee.code
 	case errors.Is(err, context.Canceled):
 		return exitInterrupted
-	case errors.As(err, &ce):
+	case errors.As(err, &ce), errors.As(err, &pe):
 		return exitUsage
 	default:
 		return exitInternal
@@ -158,10 +166,12 @@ func init() {
 		{"worker", "[--config FILE] [--adopt-workspaces|--discard-workspaces]", "run workers only (needs Redis)", (*Main).worker},
 		{"chat", "[--config FILE] [--data-dir DIR] [--piece P] [--adopt-workspaces|--discard-workspaces]", "talk to Baton in an interactive console thread", (*Main).chat},
 		{"run", `[--config FILE] [--data-dir DIR] [--piece P] [--task N] [--adopt-workspaces|--discard-workspaces] ("instruction" | --approve | --deny [--reason TEXT])`, "run one job in this process; the answer goes to stdout (--task N --approve|--deny: decide its call waiting for approval)", (*Main).runJob},
+		{"tasks", "list [--state S] [--limit N] [--json] | show N [--json] | logs N [--job J] [--json]", "list the tasks, show one with its comments and jobs, or a job's movement logs and tool calls", (*Main).tasks},
 		{"pieces", "validate [--config FILE] [FILES] | list [--config FILE]", "check piece files, or list the pieces", (*Main).pieces},
 		{"migrate", "[--config FILE]", "apply the database migrations", (*Main).migrate},
 		{"config", "[--config FILE]", "print the effective configuration, secrets redacted, with where each value came from", (*Main).showConfig},
-		{"version", "", "print the version", (*Main).printVersion},
+		{"completion", "bash|zsh|fish", "print the shell completion script", (*Main).completion},
+		{"version", "", "print the version, the VCS revision and the Go toolchain", (*Main).printVersion},
 		{"help", "[COMMAND]", "show this help, or a command's", (*Main).help},
 	}
 }
@@ -224,10 +234,13 @@ func (m *Main) usage(w io.Writer) {
 	fmt.Fprintln(w, "Usage: baton <command> [flags] [arguments]")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Commands:")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, c := range commands {
-		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+		fmt.Fprintf(tw, "  %s\t%s\n", c.name, c.summary)
 	}
+	tw.Flush()
 	fmt.Fprintln(w)
+	fmt.Fprintln(w, "'baton help COMMAND' (or 'baton COMMAND --help') shows a command's flags and examples.")
 	fmt.Fprintln(w, "The configuration comes from --config FILE or BATON_CONFIG; see configs/baton.yaml.")
 }
 
@@ -250,11 +263,11 @@ func runsJobs(cmd string) bool {
 	return false
 }
 
-// flagSet returns a flag set for cmd that prints errors and usage to Stderr.
-// withDataDir adds --data-dir (SPEC §11: chat and run).
+// flagSet returns a flag set for cmd with --config (see newFlagSet: errors
+// go to Stderr, help to Stdout). withDataDir adds --data-dir (SPEC §11: chat
+// and run; tasks, which reads data_dir).
 func (m *Main) flagSet(cmd string, cf *commonFlags, withDataDir bool) *flag.FlagSet {
-	fs := flag.NewFlagSet("baton "+cmd, flag.ContinueOnError)
-	fs.SetOutput(m.Stderr)
+	fs := m.newFlagSet(cmd)
 	fs.StringVar(&cf.config, "config", "", "config `file` (default: $BATON_CONFIG, else built-in defaults)")
 	if withDataDir {
 		fs.StringVar(&cf.dataDir, "data-dir", "", "data `directory`, overriding data_dir and BATON_DATA_DIR")
@@ -263,31 +276,24 @@ func (m *Main) flagSet(cmd string, cf *commonFlags, withDataDir bool) *flag.Flag
 		fs.BoolVar(&cf.adopt, adoptFlag, false, "keep the workspaces in data_dir that this store does not know (its file is new or was replaced), as this store's")
 		fs.BoolVar(&cf.discard, discardFlag, false, "move the workspaces in data_dir that this store does not know out of workspaces/ (to workspaces.discarded-TIME/)")
 	}
-	fs.Usage = func() {
-		c, _ := lookup(cmd)
-		fmt.Fprintf(fs.Output(), "Usage: baton %s %s\n\n%s\n\nFlags:\n", cmd, c.args, c.summary)
-		fs.PrintDefaults()
-	}
 	return fs
 }
 
-// parse parses args with fs; a bad flag is a usage error already printed,
-// -h is a request for help (exit 0).
+// parse parses args with fs, flags before, between or after the
+// arguments (see parseArgs); a bad flag is a usage error already printed,
+// -h or --help is a request for help (exit 0).
 func parse(fs *flag.FlagSet, args []string) error {
-	err := fs.Parse(args)
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, flag.ErrHelp):
-		return &exitError{code: exitOK, err: err, reported: true}
-	default:
-		return &exitError{code: exitUsage, err: err, reported: true}
-	}
+	_, err := parseArgs(fs, args)
+	return err
 }
 
 // setup loads and validates the configuration and builds the logger. Every
 // failure is a usage error (exit 2) naming the key, file and line.
 func (m *Main) setup(cmd string, cf commonFlags) error {
+	if m.describe != nil {
+		// A command asked to describe itself that did not stop at --help.
+		return &exitError{code: exitOK, err: errors.New("baton " + cmd + ": described"), reported: true}
+	}
 	switch {
 	case cf.adopt && cf.discard:
 		return usageErr("baton %s: --%s and --%s exclude each other", cmd, adoptFlag, discardFlag)
@@ -471,8 +477,14 @@ func (m *Main) runJob(ctx context.Context, args []string) error {
 	approve := fs.Bool("approve", false, "with --task N: approve the task's call waiting for approval, and run the job on")
 	deny := fs.Bool("deny", false, "with --task N: deny the task's call waiting for approval (the agent is told), and run the job on")
 	fs.StringVar(&jf.reason, "reason", "", "with --deny: the `reason` the agent is told")
-	if err := parse(fs, args); err != nil {
+	p, err := parseArgs(fs, args)
+	if err != nil {
 		return err
+	}
+	if p.runs > 1 {
+		// `baton run write a --piece research poem`: is "poem" part of
+		// the instruction? Refused rather than guessed.
+		return usageErr("baton run: flags split the instruction (%s); quote the instruction, and put -- before it if it starts with -", quoteAll(p.args))
 	}
 	instruction := strings.TrimSpace(strings.Join(fs.Args(), " "))
 	switch {
@@ -513,6 +525,12 @@ func (m *Main) pieces(ctx context.Context, args []string) error {
 		return usageErr("baton pieces: a subcommand is required: validate [FILES] or list")
 	}
 	sub, rest := args[0], args[1:]
+	if wantsHelp(args[:1]) {
+		// Both subcommands take the same flags.
+		var cf commonFlags
+		m.showHelp("pieces", namedFlags{fs: m.flagSet("pieces", &cf, false)})
+		return &exitError{code: exitOK, err: flag.ErrHelp, reported: true}
+	}
 	var files []string
 	switch sub {
 	case "validate":
@@ -532,6 +550,11 @@ func (m *Main) pieces(ctx context.Context, args []string) error {
 	default:
 		return usageErr("baton pieces: unknown subcommand %q: want validate or list", sub)
 	}
+	// A broken pieces_dir is told before the sandbox's probe creates
+	// anything under data_dir.
+	if err := checkPieces(m.Config); err != nil {
+		return m.piecesErr(err)
+	}
 	sb, err := openSandbox(ctx, m.Config, m.Logger)
 	if err != nil {
 		return err
@@ -542,9 +565,7 @@ func (m *Main) pieces(ctx context.Context, args []string) error {
 	}
 	lib, err := loadPieces(m.Config, set, sb)
 	if err != nil {
-		// Every problem of the built-in pieces and pieces_dir, one a line.
-		fmt.Fprintln(m.Stderr, strings.TrimPrefix(err.Error(), "pieces: "))
-		return &exitError{code: exitInternal, err: errors.New("baton pieces: invalid pieces"), reported: true}
+		return m.piecesErr(err)
 	}
 	if sub == "list" {
 		for _, name := range lib.Names() {
@@ -557,7 +578,7 @@ func (m *Main) pieces(ctx context.Context, args []string) error {
 		for _, e := range errs {
 			fmt.Fprintln(m.Stderr, e)
 		}
-		return &exitError{code: exitInternal, err: fmt.Errorf("baton pieces: %d problems", len(errs)), reported: true}
+		return &exitError{code: exitUsage, err: fmt.Errorf("baton pieces: %d problems", len(errs)), reported: true}
 	}
 	n := len(files)
 	if n == 0 {
@@ -590,6 +611,10 @@ func (m *Main) systemErr(cmd string, err error) error {
 	if errors.As(err, &ce) {
 		return configErr(cmd, err)
 	}
+	var pe *piecesError
+	if errors.As(err, &pe) {
+		return piecesProblem(cmd, pe)
+	}
 	if errors.Is(err, workspace.ErrForeign) {
 		return usageErr("baton %s: %v\nThe store is new or its file was replaced, and these workspaces may hold another person's files. Start once with --%s to keep them for this store, or with --%s to move them out of the way.",
 			cmd, err, adoptFlag, discardFlag)
@@ -598,28 +623,54 @@ func (m *Main) systemErr(cmd string, err error) error {
 }
 
 func (m *Main) printVersion(ctx context.Context, args []string) error {
-	if len(args) > 0 {
-		return usageErr("baton version: unexpected argument %q", args[0])
+	fs := m.newFlagSet("version")
+	if err := parse(fs, args); err != nil {
+		return err
 	}
-	fmt.Fprintf(m.Stdout, "baton %s %s %s/%s\n", m.Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	if err := noArgs("version", fs); err != nil {
+		return err
+	}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		bi = nil
+	}
+	fmt.Fprint(m.Stdout, versionText(m.Version, bi))
 	return nil
 }
 
+// help prints the list of commands, or a command's help: `baton help
+// COMMAND` is `baton COMMAND --help`, which stops at its flags.
 func (m *Main) help(ctx context.Context, args []string) error {
-	switch len(args) {
+	fs := m.newFlagSet("help")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	switch fs.NArg() {
 	case 0:
 		m.usage(m.Stdout)
 		return nil
 	case 1:
-		c, ok := lookup(args[0])
+		c, ok := lookup(fs.Arg(0))
 		if !ok {
-			return usageErr("baton help: unknown command %q", args[0])
+			return usageErr("baton help: unknown command %q (run 'baton help' for the list)", fs.Arg(0))
 		}
-		fmt.Fprintf(m.Stdout, "Usage: baton %s %s\n\n%s\n", c.name, c.args, c.summary)
-		return nil
+		if c.name == "help" {
+			m.showHelp("help", namedFlags{fs: fs})
+			return nil
+		}
+		return c.run(m, ctx, []string{"--help"})
 	default:
-		return usageErr("baton help: too many arguments")
+		return usageErr("baton help: one command at a time, got %q", fs.Args())
 	}
+}
+
+// quoteAll quotes each argument as a shell would need.
+func quoteAll(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		q[i] = fmt.Sprintf("%q", a)
+	}
+	return strings.Join(q, " ")
 }
 
 // lockedWriter serialises writes to w.

@@ -221,9 +221,8 @@ func loadPieces(cfg Config, set *tools.Set, sb *sandbox.Sandbox) (*piece.Library
 		rules.NoNetwork = fmt.Sprintf("tools.bash.network is allow_pieces, but the sandbox cannot give the network here: %v", sb.Network())
 	}
 	lib, err := piece.Load(configs.FS, cfg.PiecesDir, rules)
-
 	if err != nil {
-		return nil, fmt.Errorf("pieces: %w", err)
+		return nil, &piecesError{err: err}
 	}
 	return lib, nil
 }
@@ -307,7 +306,7 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger, opts systemOpt
 	}()
 	// A mistake in the configuration is reported before anything on disk
 	// is looked at or changed.
-	if err := piecesOutsideWorkspaces(cfg); err != nil {
+	if err := checkPieces(cfg); err != nil {
 		return nil, err
 	}
 	rules, errs := cfg.Approvals.policyRules()
