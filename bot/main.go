@@ -166,6 +166,8 @@ func init() {
 		{"worker", "[--config FILE] [--adopt-workspaces|--discard-workspaces]", "run workers only (needs Redis)", (*Main).worker},
 		{"chat", "[--config FILE] [--data-dir DIR] [--piece P] [--adopt-workspaces|--discard-workspaces]", "talk to Baton in an interactive console thread", (*Main).chat},
 		{"run", `[--config FILE] [--data-dir DIR] [--piece P] [--task N] [--adopt-workspaces|--discard-workspaces] ("instruction" | --approve | --deny [--reason TEXT])`, "run one job in this process; the answer goes to stdout (--task N --approve|--deny: decide its call waiting for approval)", (*Main).runJob},
+		{"init", "[--non-interactive] [--slack socket|http|off] [--discord on|off] [--provider P] [--base-url URL] [--model M] [--api-key-env VAR] [--data-dir DIR] [--discord-app-id ID] [--config FILE] [--force]", "write baton.yaml and .env for a first setup, then run baton doctor", (*Main).initSetup},
+		{"doctor", "[--config FILE] [--json]", "check the setup: config, data_dir, store, queue, model, sandbox, Slack, Discord; one line each, with what to change", (*Main).doctor},
 		{"tasks", "list [--state S] [--limit N] [--json] | show N [--json] | logs N [--job J] [--json]", "list the tasks, show one with its comments and jobs, or a job's movement logs and tool calls", (*Main).tasks},
 		{"pieces", "validate [--config FILE] [FILES] | list [--config FILE]", "check piece files, or list the pieces", (*Main).pieces},
 		{"migrate", "[--config FILE]", "apply the database migrations", (*Main).migrate},
@@ -419,6 +421,7 @@ func (m *Main) worker(ctx context.Context, args []string) error {
 		return m.systemErr("worker", err)
 	}
 	defer sys.Close()
+	m.startChecks("worker", sys)
 	// A worker has nothing to do without its queue: it waits for Redis.
 	if _, err := sys.connectQueue(ctx); err != nil {
 		return err

@@ -45,6 +45,7 @@ func (m *Main) run(ctx context.Context, jf jobFlags, instruction string) error {
 		return m.systemErr("run", err)
 	}
 	defer sys.Close()
+	m.startChecks("run", sys)
 	if jf.piece != "" {
 		if _, ok := sys.pieces.Lookup(jf.piece); !ok {
 			return usageErr("baton run: --piece: no piece named %q (pieces: %s)", jf.piece, strings.Join(sys.pieces.Names(), ", "))

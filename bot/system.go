@@ -51,7 +51,8 @@ type system struct {
 	redisAddr string
 
 	pieces   *piece.Library
-	gate     *policy.Policy // the approvals policy the engine consults before each tool call
+	sandbox  *sandbox.Sandbox // of Bash and git, probed at start
+	gate     *policy.Policy   // the approvals policy the engine consults before each tool call
 	engine   *engine.Engine
 	pool     *worker.Pool
 	dispatch worker.Dispatch
@@ -325,6 +326,7 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger, opts systemOpt
 	if err != nil {
 		return nil, err
 	}
+	sys.sandbox = sb
 	set, err := loadTools(cfg, sb, log)
 	if err != nil {
 		return nil, err

@@ -416,7 +416,7 @@ func (m *Main) taskLogs(ctx context.Context, st *sqlite.Store, id int64, o tasks
 		return writeJSON(m.Stdout, out)
 	}
 	w := m.Stdout
-	fmt.Fprintf(w, "job #%d of task #%d: %s, piece %s, %d movement%s\n", j.ID, t.ID, j.State, j.Piece, j.MovementCount, plural(j.MovementCount))
+	fmt.Fprintf(w, "job #%d of task #%d: %s, piece %s, %s\n", j.ID, t.ID, j.State, j.Piece, plural(j.MovementCount, "movement", "movements"))
 	if oc := out.Job.outcome(); oc != "" {
 		fmt.Fprintf(w, "%s\n", oc)
 	}
@@ -556,11 +556,4 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
-}
-
-func plural(n int) string {
-	if n == 1 {
-		return ""
-	}
-	return "s"
 }

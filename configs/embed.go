@@ -3,6 +3,8 @@
 // a piece refers to its personas by paths relative to its own file
 // (../personas/planner.md). A persona file name.md is the English text and
 // name.ja.md beside it the Japanese one (see package core/piece).
+// SlackManifest is the Slack app manifest, which `baton init` prints and
+// `baton doctor` checks a bot token's scopes against.
 package configs
 
 import "embed"
@@ -12,3 +14,8 @@ import "embed"
 //
 //go:embed pieces personas
 var FS embed.FS
+
+// SlackManifest is slack-app-manifest.yaml as written, comments included.
+//
+//go:embed slack-app-manifest.yaml
+var SlackManifest []byte

@@ -8,8 +8,8 @@
 //	… run the code under test against srv.URL() …
 //	got := srv.Requests()[0].Messages
 //
-// The server answers POST /v1/chat/completions only (404 otherwise), never
-// streams, and fails the test with a clear message when a request arrives
+// The server answers POST /v1/chat/completions only (404 otherwise; GET
+// /v1/models too when started WithModels), never streams, and fails the test with a clear message when a request arrives
 // after the script is used up and no Handler is set.
 package llmtest
 
@@ -35,6 +35,7 @@ type Server struct {
 	t      Reporter
 	srv    *httptest.Server
 	apiKey string
+	models []Model // served at GET /v1/models; nil: 404 there, as many servers answer
 
 	mu       sync.Mutex
 	steps    []Step    // guarded by mu: what is left of the script
@@ -50,6 +51,21 @@ type Option func(*Server)
 // WithAPIKey makes the server answer 401 to requests without the header
 // "Authorization: Bearer <key>".
 func WithAPIKey(key string) Option { return func(s *Server) { s.apiKey = key } }
+
+// Model is one entry of the model list WithModels serves.
+type Model struct {
+	ID string
+	// ContextLength, when positive, is sent as the entry's context_length
+	// (OpenRouter's name for the model's context window).
+	ContextLength int
+}
+
+// WithModels makes the server answer GET /v1/models with these models, in
+// order (behind the API key, when WithAPIKey set one). Without it that
+// path answers 404, as servers without a model list do.
+func WithModels(models ...Model) Option {
+	return func(s *Server) { s.models = append([]Model{}, models...) }
+}
 
 // NewServer starts a server closed by t.Cleanup.
 func NewServer(t testing.TB, opts ...Option) *Server {
@@ -106,6 +122,10 @@ func (s *Server) Requests() []Request {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if s.models != nil && r.Method == http.MethodGet && r.URL.Path == "/v1/models" {
+		s.serveModels(w, r)
+		return
+	}
 	if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" {
 		writeError(w, http.StatusNotFound, "", `{"error":{"message":"llmtest serves POST /v1/chat/completions only","type":"invalid_request_error"}}`)
 		return
@@ -171,6 +191,29 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(s.reply(req, step))
 	}
+}
+
+// serveModels answers GET /v1/models as OpenAI documents the list.
+func (s *Server) serveModels(w http.ResponseWriter, r *http.Request) {
+	if s.apiKey != "" && r.Header.Get("Authorization") != "Bearer "+s.apiKey {
+		writeError(w, http.StatusUnauthorized, "", `{"error":{"message":"Incorrect API key provided.","type":"invalid_request_error","code":"invalid_api_key"}}`)
+		return
+	}
+	type entry struct {
+		ID            string `json:"id"`
+		Object        string `json:"object"`
+		OwnedBy       string `json:"owned_by"`
+		ContextLength int    `json:"context_length,omitempty"`
+	}
+	list := struct {
+		Object string  `json:"object"`
+		Data   []entry `json:"data"`
+	}{Object: "list", Data: []entry{}}
+	for _, m := range s.models {
+		list.Data = append(list.Data, entry{ID: m.ID, Object: "model", OwnedBy: "llmtest", ContextLength: m.ContextLength})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(list)
 }
 
 func writeError(w http.ResponseWriter, status int, retryAfter, body string) {

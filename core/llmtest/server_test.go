@@ -283,3 +283,38 @@ func TestDelayEndsWhenClientGivesUp(t *testing.T) {
 	}
 	// Cleanup closes the server; it would hang for an hour were the delay not cut.
 }
+
+// TestModels: GET /v1/models answers the list WithModels gives, behind the
+// key; without the option it answers 404, as before.
+func TestModels(t *testing.T) {
+	t.Parallel()
+	get := func(t *testing.T, s *Server, key string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, s.URL()+"/models", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, strings.TrimSpace(string(b))
+	}
+	s := NewServer(t, WithAPIKey("sk-right"), WithModels(Model{ID: "m1", ContextLength: 8192}, Model{ID: "m2"}))
+	code, body := get(t, s, "sk-right")
+	want := `{"object":"list","data":[{"id":"m1","object":"model","owned_by":"llmtest","context_length":8192},{"id":"m2","object":"model","owned_by":"llmtest"}]}`
+	if code != 200 || body != want {
+		t.Errorf("GET /v1/models = %d %s, want 200 %s", code, body, want)
+	}
+	if code, _ := get(t, s, "sk-wrong"); code != 401 {
+		t.Errorf("wrong key: %d, want 401", code)
+	}
+	if code, _ := get(t, NewServer(t), ""); code != 404 {
+		t.Errorf("without WithModels: %d, want 404", code)
+	}
+}

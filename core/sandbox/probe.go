@@ -213,6 +213,13 @@ func inSystemDirs(p string) bool {
 	return false
 }
 
+// Reachable reports whether uid/gid (without supplementary groups) can
+// search every directory from / down to dir, as the probe requires of the
+// workspaces when Baton runs as root: nil, or an error naming the first
+// directory it cannot enter and how to fix that. It lets a caller (baton
+// doctor) name the trap without running the sandbox.
+func Reachable(dir string, uid, gid int) error { return reachable(dir, uid, gid) }
+
 // reachable checks that uid/gid (without supplementary groups) can search
 // every directory from / down to dir: bubblewrap resolves a bind's source
 // as the user it runs as, and fails on a parent it cannot enter.

@@ -13,7 +13,11 @@
 // The fake knows one guild (Guild) with one text channel (Text), a DM
 // channel (DM), a bot user (Bot) and an application (App). Its gateway
 // speaks the handshake (hello, identify, READY, GUILD_CREATE) and
-// acknowledges heartbeats; it neither resumes nor checks the token. Some
+// acknowledges heartbeats; it does not resume, and REST checks the token
+// only once RequireToken named it. GET users/@me and applications/@me
+// describe the bot and its application (flags: the Message Content intent
+// on, unless RefuseIntents), and GET applications/App/guilds/Guild/commands
+// answers (another guild: 403 Missing Access). Some
 // ids answer with Discord's errors: see NoThreads, Forbidden, Unknown and
 // LateInteraction. Events, and the earlier messages of a channel, are
 // Discord's JSON objects as maps; what the bot sent is recorded typed,
@@ -98,8 +102,9 @@ type Server struct {
 	history   map[string][]map[string]any
 	files     map[string]string // attachment content by name
 	intents   []int
-	limited   int  // POST messages answered with 429 before the next succeeds
-	refuse    bool // close the gateway with 4014 after identify
+	limited   int    // POST messages answered with 429 before the next succeeds
+	refuse    bool   // close the gateway with 4014 after identify; GET applications/@me shows no Message Content flag
+	token     string // the bot token REST requests must carry (RequireToken); "": any
 	archived  map[string]bool
 	requests  []string
 	lookups   int             // GET /channels/{c}
@@ -350,6 +355,27 @@ func New(t testing.TB) *Server {
 	}
 	mux.HandleFunc("PUT /api/applications/{app}/commands", overwrite)
 	mux.HandleFunc("PUT /api/applications/{app}/guilds/{g}/commands", overwrite)
+	mux.HandleFunc("GET /api/users/@me", func(w http.ResponseWriter, r *http.Request) {
+		reply(w, map[string]any{"id": Bot, "username": "baton", "bot": true})
+	})
+	mux.HandleFunc("GET /api/applications/@me", func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		refused := f.refuse
+		f.mu.Unlock()
+		flags := gatewayMessageContentLimited
+		if refused {
+			flags = 0
+		}
+		reply(w, map[string]any{"id": App, "name": "Baton", "flags": flags, "bot": map[string]any{"id": Bot}})
+	})
+	mux.HandleFunc("GET /api/applications/{app}/guilds/{g}/commands", func(w http.ResponseWriter, r *http.Request) {
+		if r.PathValue("app") != App || r.PathValue("g") != Guild {
+			// What Discord answers for a guild the bot was not invited to.
+			apiError(w, http.StatusForbidden, 50001, "Missing Access")
+			return
+		}
+		reply(w, []any{})
+	})
 	mux.HandleFunc("GET /files/{name}", func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		body, ok := f.files[r.PathValue("name")]
@@ -360,9 +386,32 @@ func New(t testing.TB) *Server {
 		}
 		io.WriteString(w, body)
 	})
-	f.srv = httptest.NewServer(mux)
+	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		token := f.token
+		f.mu.Unlock()
+		if token != "" && strings.HasPrefix(r.URL.Path, "/api/") && r.Header.Get("Authorization") != "Bot "+token {
+			apiError(w, http.StatusUnauthorized, 0, "401: Unauthorized")
+			return
+		}
+		mux.ServeHTTP(w, r)
+	}))
 	t.Cleanup(f.srv.Close)
 	return f
+}
+
+// gatewayMessageContentLimited is the application flag Discord sets when
+// the Message Content intent is switched on for a bot in fewer than 100
+// servers.
+const gatewayMessageContentLimited = 1 << 19
+
+// RequireToken makes every REST request without "Authorization: Bot
+// token" answer 401 Unauthorized, as Discord answers a wrong token; until
+// then any token passes.
+func (f *Server) RequireToken(token string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.token = token
 }
 
 // APIURL is the REST base the adapter is configured with
@@ -413,7 +462,8 @@ func (f *Server) RateLimit(n int) {
 
 // RefuseIntents makes the gateway close connections with 4014 (Disallowed
 // intent(s)) after identify, as Discord does when the Message Content
-// intent is not enabled for the bot.
+// intent is not enabled for the bot; GET applications/@me then shows the
+// application without the intent's flag.
 func (f *Server) RefuseIntents() {
 	f.mu.Lock()
 	defer f.mu.Unlock()

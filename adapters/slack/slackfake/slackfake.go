@@ -138,8 +138,10 @@ func (c Call) Section() string {
 // ts; blocks with a section over Slack's 3,000 characters are answered
 // invalid_blocks, as Slack answers them);
 // usergroups.users.list (SetMembers); users.info (SetUser); files.info
-// (SetFileInfo); auth.test (the bot's identity); conversations.replies (an
-// empty thread); the external upload (files.getUploadURLExternal, the
+// (SetFileInfo); auth.test (the bot's identity, and the token's scopes
+// once SetScopes named them); apps.connections.open (slacktest's
+// websocket, unless a test binds its own); conversations.replies
+// (an empty thread); the external upload (files.getUploadURLExternal, the
 // upload URL, files.completeUploadExternal; the content kept for File);
 // and DownloadURL's files. Its methods are safe for concurrent use.
 type Server struct {
@@ -167,6 +169,8 @@ type Server struct {
 	userCalls int               // guarded by mu
 	// fileInfo: file id → the file object files.info answers.
 	fileInfo map[string]map[string]any // guarded by mu
+	// scopes: what auth.test reports in X-OAuth-Scopes; nil: no header.
+	scopes []string // guarded by mu
 }
 
 // NewServer starts a fake Web API, stopped by t.Cleanup. extra binds more
@@ -220,7 +224,24 @@ func NewServer(t testing.TB, extra ...slacktest.Binder) *Server {
 			WriteJSON(w, map[string]any{"ok": true, "file": file, "comments": []any{}})
 		})
 		c.Handle("/auth.test", func(w http.ResponseWriter, r *http.Request) {
-			WriteJSON(w, map[string]any{"ok": true, "user_id": BotUser, "bot_id": BotID, "team_id": Team, "user": "baton"})
+			if s.failed(w, "auth.test") {
+				return
+			}
+			s.mu.Lock()
+			scopes := s.scopes
+			s.mu.Unlock()
+			if scopes != nil {
+				// As Slack reports a token's scopes.
+				w.Header().Set("X-OAuth-Scopes", strings.Join(scopes, ","))
+			}
+			WriteJSON(w, map[string]any{"ok": true, "user_id": BotUser, "bot_id": BotID, "team_id": Team, "user": "baton", "team": "Test Team"})
+		})
+		c.Handle("/apps.connections.open", func(w http.ResponseWriter, r *http.Request) {
+			if s.failed(w, "apps.connections.open") {
+				return
+			}
+			// slacktest's own answer: its websocket.
+			WriteJSON(w, map[string]any{"ok": true, "url": slacktest.ServerWSFromContext(r.Context())})
 		})
 		c.Handle("/conversations.replies", func(w http.ResponseWriter, r *http.Request) {
 			s.mu.Lock()
@@ -395,7 +416,8 @@ func (s *Server) File(id string) string {
 
 // Fail makes every later call of method answer error code, as Slack
 // answers a call it refuses (ok false). It applies to the recorded
-// methods, usergroups.users.list and the upload methods.
+// methods, usergroups.users.list, the upload methods, auth.test and
+// apps.connections.open.
 func (s *Server) Fail(method, code string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -447,6 +469,14 @@ func (s *Server) UserCalls() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.userCalls
+}
+
+// SetScopes makes auth.test report the token's scopes in the
+// X-OAuth-Scopes header, as Slack does; until then it sends no such header.
+func (s *Server) SetScopes(scopes ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.scopes = append([]string{}, scopes...)
 }
 
 // SetFileInfo sets the file object files.info answers for file id; a file

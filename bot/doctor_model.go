@@ -1,0 +1,278 @@
+package main
+
+// baton doctor's checks of the model endpoint, and the model list that
+// baton init offers.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/baton-bot/baton/core/llm"
+)
+
+// doctorTool is the one tool the tool-calling check offers the model.
+const doctorTool = "doctor_check"
+
+// endpointProblem says what went wrong asking the model endpoint for its
+// model list.
+type endpointProblem int
+
+const (
+	endpointUnreachable endpointProblem = iota + 1 // nothing answers at the URL
+	endpointKeyRefused                             // 401 or 403
+	endpointHTML                                   // an HTML page (a proxy's login, a web site)
+	endpointNoList                                 // the endpoint has no model list (404, 405, 501, not a list)
+	endpointFailed                                 // another error status
+)
+
+// endpointError is a failed GET {base_url}/models.
+type endpointError struct {
+	problem endpointProblem
+	reason  string // plain words: "connection refused", "503 Service Unavailable"
+}
+
+func (e *endpointError) Error() string { return e.reason }
+
+// models is the model list of an endpoint.
+type models struct {
+	IDs []string
+	// Context is each model's context window in tokens, where the
+	// endpoint reports one.
+	Context map[string]int
+}
+
+// find returns the listed id of model: itself, or the name Ollama lists
+// it under (llama3.1 is llama3.1:latest).
+func (l models) find(model string) (string, bool) {
+	for _, id := range []string{model, model + ":latest"} {
+		if slices.Contains(l.IDs, id) {
+			return id, true
+		}
+	}
+	return "", false
+}
+
+// listModels asks GET {baseURL}/models with the key, as OpenAI documents
+// it. Errors are *endpointError; none quotes the answer's body.
+func listModels(ctx context.Context, hc *http.Client, baseURL string, key Secret) (models, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(baseURL, "/")+"/models", nil)
+	if err != nil {
+		return models{}, &endpointError{problem: endpointUnreachable, reason: "not a URL"}
+	}
+	if k := key.Reveal(); k != "" {
+		req.Header.Set("Authorization", "Bearer "+k)
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return models{}, &endpointError{problem: endpointUnreachable, reason: netReason(err)}
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return models{}, &endpointError{problem: endpointFailed, reason: "the answer could not be read: " + netReason(err)}
+	}
+	status := fmt.Sprintf("%d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
+	switch {
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+		return models{}, &endpointError{problem: endpointKeyRefused, reason: status}
+	case looksHTML(resp.Header.Get("Content-Type"), body):
+		return models{}, &endpointError{problem: endpointHTML, reason: status + " with an HTML page"}
+	case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed || resp.StatusCode == http.StatusNotImplemented:
+		return models{}, &endpointError{problem: endpointNoList, reason: status}
+	case resp.StatusCode != http.StatusOK:
+		return models{}, &endpointError{problem: endpointFailed, reason: status}
+	}
+	var list struct {
+		Data []map[string]any `json:"data"`
+	}
+	if err := json.Unmarshal(body, &list); err != nil || list.Data == nil {
+		return models{}, &endpointError{problem: endpointNoList, reason: "the answer is not a model list"}
+	}
+	out := models{Context: map[string]int{}}
+	for _, m := range list.Data {
+		id, _ := m["id"].(string)
+		if id == "" {
+			continue
+		}
+		out.IDs = append(out.IDs, id)
+		// Where servers put a model's context window: OpenRouter, vLLM,
+		// and others.
+		for _, k := range []string{"context_length", "max_model_len", "context_window", "max_context_length"} {
+			if n, ok := m[k].(float64); ok && n > 0 {
+				out.Context[id] = int(n)
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+// looksHTML reports whether an answer is a web page rather than JSON.
+func looksHTML(contentType string, body []byte) bool {
+	if strings.HasPrefix(strings.ToLower(contentType), "text/html") {
+		return true
+	}
+	start := strings.ToLower(strings.TrimSpace(string(body[:min(len(body), 64)])))
+	return strings.HasPrefix(start, "<!doctype html") || strings.HasPrefix(start, "<html")
+}
+
+// netReason is the innermost words of a failed request: "connection
+// refused", "no such host", never the URL (which the check names itself).
+func netReason(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	msg := err.Error()
+	if i := strings.LastIndex(msg, ": "); i >= 0 {
+		msg = msg[i+2:]
+	}
+	return msg
+}
+
+// cutList shows names, the first n of them and how many more there are.
+func cutList(names []string, n int) string {
+	if len(names) <= n {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:n], ", "), len(names)-n)
+}
+
+// keyFix says what to change for a key the endpoint refused (or needs).
+func keyProblem(key Secret, at, reason string) (detail, fix string) {
+	if key == "" {
+		return fmt.Sprintf("the model endpoint at %s needs an API key (%s) and llm.api_key is empty", at, reason), "set OPENAI_API_KEY (or llm.api_key) to a key for this endpoint"
+	}
+	return fmt.Sprintf("the model endpoint at %s refused the key (llm.api_key / OPENAI_API_KEY): %s", at, reason), "set OPENAI_API_KEY (or llm.api_key) to a valid key for this endpoint"
+}
+
+// model checks the endpoint: that it answers (its model list, or else a
+// 1-token completion), that the model exists, that tool calling works (one
+// tool offered with an instruction to call it: core/llm offers "auto" and
+// "none" only), and that llm.context_window is not larger than the
+// endpoint reports.
+func (d *doctor) model(ctx context.Context) []check {
+	c := d.cfg.LLM
+	at, model := shownURL(c.BaseURL), c.Model
+	urlFix := "start the model server, or set llm.base_url (OPENAI_BASE_URL) to where it listens"
+	if c.APIKey == "" && strings.EqualFold(hostOf(c.BaseURL), "api.openai.com") {
+		return []check{failure("llm.endpoint", "llm.api_key is empty, and OpenAI's API needs a key", "set OPENAI_API_KEY (or llm.api_key); for a local model set OPENAI_BASE_URL")}
+	}
+	client, err := llm.New(llm.Config{BaseURL: c.BaseURL, APIKey: c.APIKey.Reveal(), Model: model, Timeout: doctorTimeout, HTTPClient: d.hc, Logger: d.log})
+	if err != nil {
+		return []check{failure("llm.endpoint", fmt.Sprintf("llm.base_url %s is not an http(s) URL", at), "set llm.base_url (OPENAI_BASE_URL) to the API's root, such as http://localhost:11434/v1")}
+	}
+	lctx, cancel := context.WithTimeout(ctx, doctorTimeout)
+	list, err := listModels(lctx, d.hc, c.BaseURL, c.APIKey)
+	cancel()
+	var out []check
+	var ee *endpointError
+	if err == nil && len(list.IDs) == 0 {
+		// An empty list (some proxies answer one) says nothing: ask the
+		// model itself.
+		err = &endpointError{problem: endpointNoList, reason: "an empty model list"}
+	}
+	switch {
+	case err == nil:
+		out = append(out, passed("llm.endpoint", fmt.Sprintf("%s answers and lists %s", at, plural(len(list.IDs), "model", "models"))))
+		if id, ok := list.find(model); ok {
+			model = id // where the endpoint reports its window, it is under this name
+		} else {
+			there := "none"
+			if len(list.IDs) > 0 {
+				there = cutList(list.IDs, 20)
+			}
+			return append(out, failure("llm.model", fmt.Sprintf("model %s not found at %s (models there: %s)", model, at, there), "set llm.model (or BATON_LLM_MODEL) to one of them"))
+		}
+		out = append(out, passed("llm.model", fmt.Sprintf("%s is served there", c.Model)))
+	case errors.As(err, &ee) && ee.problem == endpointNoList:
+		// No model list: a 1-token completion says whether the endpoint
+		// and the model answer.
+		_, err := client.Complete(ctx, llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Content: "Say OK."}}, MaxTokens: 1})
+		if err != nil {
+			return append(out, completionFailure("llm.endpoint", err, c.APIKey, at, model))
+		}
+		out = append(out, passed("llm.endpoint", fmt.Sprintf("%s answers (it lists no models at /models; a 1-token completion worked)", at)),
+			passed("llm.model", fmt.Sprintf("%s answered", model)))
+	case errors.As(err, &ee) && ee.problem == endpointUnreachable:
+		return []check{failure("llm.endpoint", fmt.Sprintf("nothing answers at %s (%s)", at, ee.reason), urlFix)}
+	case errors.As(err, &ee) && ee.problem == endpointKeyRefused:
+		detail, fix := keyProblem(c.APIKey, at, ee.reason)
+		return []check{failure("llm.endpoint", detail, fix)}
+	case errors.As(err, &ee) && ee.problem == endpointHTML:
+		return []check{failure("llm.endpoint", fmt.Sprintf("the endpoint at %s answered HTML, not an OpenAI-compatible API (%s)", at, ee.reason),
+			"set llm.base_url (OPENAI_BASE_URL) to the API's root (it usually ends in /v1), past any login page")}
+	default:
+		return []check{failure("llm.endpoint", fmt.Sprintf("the endpoint at %s answered GET /models with %v", at, err), "check the model server's log, or llm.base_url (OPENAI_BASE_URL)")}
+	}
+	out = append(out, d.tools(ctx, client, at, c.Model))
+	window := c.ContextWindow
+	if n, ok := list.Context[model]; ok {
+		if window > n {
+			out = append(out, failure("llm.context_window", fmt.Sprintf("llm.context_window is %d tokens, larger than the %d %s reports for %s: long jobs would overflow instead of being compacted", window, n, at, c.Model),
+				fmt.Sprintf("set llm.context_window to %d or less", n)))
+		} else {
+			out = append(out, passed("llm.context_window", fmt.Sprintf("%d tokens, within the %d the endpoint reports", window, n)))
+		}
+	} else {
+		out = append(out, skipped("llm.context_window", fmt.Sprintf("%d tokens; the endpoint does not report %s's context window, so it is not checked", window, c.Model)))
+	}
+	return out
+}
+
+// tools asks the model to call the one tool it is offered.
+func (d *doctor) tools(ctx context.Context, client *llm.Client, at, model string) check {
+	const name = "llm.tools"
+	resp, err := client.Complete(ctx, llm.Request{
+		Messages: []llm.Message{
+			{Role: llm.RoleSystem, Content: "This is a test of tool calling. Call the tool " + doctorTool + ` with {"ok": true}. Do not answer with text.`},
+			{Role: llm.RoleUser, Content: "Call " + doctorTool + " now."},
+		},
+		Tools: []llm.ToolDef{{Name: doctorTool, Description: "Confirms that tool calling works.",
+			Parameters: json.RawMessage(`{"type":"object","properties":{"ok":{"type":"boolean"}},"required":["ok"]}`)}},
+		ToolChoice: llm.ToolChoiceAuto,
+		MaxTokens:  1024, // room for a reasoning model's thinking before its call
+	})
+	toolFix := "pick a model with tool (function) calling; vLLM needs --enable-auto-tool-choice and a --tool-call-parser, Ollama a model tagged tools"
+	if err != nil {
+		return completionFailure(name, err, d.cfg.LLM.APIKey, at, model)
+	}
+	for _, call := range resp.Message.ToolCalls {
+		if call.Name == doctorTool {
+			return passed(name, "tool calling works: the model called the tool it was offered")
+		}
+	}
+	return failure(name, fmt.Sprintf("%s answered without calling the tool it was offered: Baton's agents work only through tool calls", model), toolFix)
+}
+
+// completionFailure describes a failed completion as a check named name.
+func completionFailure(name string, err error, key Secret, at, model string) check {
+	var se *llm.StatusError
+	if errors.As(err, &se) {
+		switch {
+		case se.StatusCode == http.StatusUnauthorized || se.StatusCode == http.StatusForbidden:
+			detail, fix := keyProblem(key, at, fmt.Sprintf("%d %s", se.StatusCode, http.StatusText(se.StatusCode)))
+			return failure(name, detail, fix)
+		case se.StatusCode == http.StatusNotFound:
+			return failure(name, fmt.Sprintf("model %s not found at %s (404)", model, at),
+				"set llm.model (BATON_LLM_MODEL) to a model the endpoint serves, and llm.base_url (OPENAI_BASE_URL) to the API's root (it usually ends in /v1)")
+		}
+	}
+	return failure(name, fmt.Sprintf("a completion at %s failed: %s", at, clipText(oneLine(err), 300)), "check the model server's log, llm.base_url (OPENAI_BASE_URL) and llm.model")
+}
+
+func hostOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSuffix(u.Hostname(), ".")
+}
