@@ -27,7 +27,7 @@ func TestMainBrokenPiecesDir(t *testing.T) {
 	} {
 		t.Run(strings.Join(args[:2], " "), func(t *testing.T) {
 			data := t.TempDir()
-			code, _, stderr := runMain(t, map[string]string{"BATON_DATA_DIR": data}, args...)
+			code, _, stderr := runMain(t, map[string]string{"BATON_DATA_DIR": data, "OPENAI_API_KEY": "sk-test-key"}, args...)
 			if code != 2 || !strings.Contains(stderr, bad+":5") || !strings.Contains(stderr, "Teleport") {
 				t.Errorf("baton %s: exit %d, want 2 naming %s:5 and the tool\nstderr: %s", args[0], code, bad, stderr)
 			}
