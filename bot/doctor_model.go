@@ -231,16 +231,24 @@ func (d *doctor) model(ctx context.Context) []check {
 // tools asks the model to call the one tool it is offered.
 func (d *doctor) tools(ctx context.Context, client *llm.Client, at, model string) check {
 	const name = "llm.tools"
-	resp, err := client.Complete(ctx, llm.Request{
+	req := llm.Request{
 		Messages: []llm.Message{
 			{Role: llm.RoleSystem, Content: "This is a test of tool calling. Call the tool " + doctorTool + ` with {"ok": true}. Do not answer with text.`},
 			{Role: llm.RoleUser, Content: "Call " + doctorTool + " now."},
 		},
 		Tools: []llm.ToolDef{{Name: doctorTool, Description: "Confirms that tool calling works.",
 			Parameters: json.RawMessage(`{"type":"object","properties":{"ok":{"type":"boolean"}},"required":["ok"]}`)}},
-		ToolChoice: llm.ToolChoiceAuto,
-		MaxTokens:  1024, // room for a reasoning model's thinking before its call
-	})
+		ToolChoice: llm.ToolChoiceRequired, // one forced call
+		MaxTokens:  1024,                   // room for a reasoning model's thinking before its call
+	}
+	resp, err := client.Complete(ctx, req)
+	var se *llm.StatusError
+	if errors.As(err, &se) && se.StatusCode == http.StatusBadRequest {
+		// A server that does not know "required" still shows whether its
+		// model calls a tool when asked to.
+		req.ToolChoice = llm.ToolChoiceAuto
+		resp, err = client.Complete(ctx, req)
+	}
 	toolFix := "pick a model with tool (function) calling; vLLM needs --enable-auto-tool-choice and a --tool-call-parser, Ollama a model tagged tools"
 	if err != nil {
 		return completionFailure(name, err, d.cfg.LLM.APIKey, at, model)

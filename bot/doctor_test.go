@@ -279,8 +279,8 @@ func TestDoctorModel(t *testing.T) {
 			t.Errorf("exit %d", code)
 		}
 		wantLine(t, out, "✗", "llm.tools", "without calling the tool", "tool (function) calling")
-		if reqs := srv.Requests(); len(reqs) != 1 || len(reqs[0].Tools) != 1 || reqs[0].Tools[0].Name != doctorTool {
-			t.Errorf("requests %+v; want one offering %s", reqs, doctorTool)
+		if reqs := srv.Requests(); len(reqs) != 1 || len(reqs[0].Tools) != 1 || reqs[0].Tools[0].Name != doctorTool || reqs[0].ToolChoice != "required" {
+			t.Errorf("requests %+v; want one offering %s with tool_choice required", reqs, doctorTool)
 		}
 	})
 	t.Run("context window larger than the endpoint's", func(t *testing.T) {

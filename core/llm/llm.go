@@ -52,6 +52,9 @@ const (
 const (
 	ToolChoiceAuto = "auto"
 	ToolChoiceNone = "none"
+	// ToolChoiceRequired asks for a tool call, whichever tool; not every
+	// OpenAI-compatible server knows it.
+	ToolChoiceRequired = "required"
 )
 
 // Message is one entry of a conversation with the model.
@@ -113,7 +116,8 @@ type Request struct {
 	Tools    []ToolDef
 	// MaxTokens caps the completion's length; 0 leaves it to the server.
 	MaxTokens int
-	// ToolChoice is ToolChoiceAuto, ToolChoiceNone or "" (server default).
+	// ToolChoice is ToolChoiceAuto, ToolChoiceNone, ToolChoiceRequired or
+	// "" (server default).
 	ToolChoice string
 }
 

@@ -31,10 +31,10 @@ func (c *Client) wireRequest(req Request) (openai.ChatCompletionRequest, error) 
 	}
 	switch req.ToolChoice {
 	case "":
-	case ToolChoiceAuto, ToolChoiceNone:
+	case ToolChoiceAuto, ToolChoiceNone, ToolChoiceRequired:
 		w.ToolChoice = req.ToolChoice
 	default:
-		return w, fmt.Errorf("tool choice %q is not %q or %q", req.ToolChoice, ToolChoiceAuto, ToolChoiceNone)
+		return w, fmt.Errorf("tool choice %q is not %q, %q or %q", req.ToolChoice, ToolChoiceAuto, ToolChoiceNone, ToolChoiceRequired)
 	}
 	if req.MaxTokens > 0 {
 		// Reasoning models refuse max_tokens and want max_completion_tokens;
