@@ -412,6 +412,8 @@ type jobFlags struct {
 	// task's call waiting for approval, "" for none.
 	decision core.Verdict
 	reason   string
+	// verbose keeps the log on stderr instead of data_dir/logs/.
+	verbose bool
 }
 
 func (m *Main) chat(ctx context.Context, args []string) error {
@@ -419,6 +421,7 @@ func (m *Main) chat(ctx context.Context, args []string) error {
 	fs := m.flagSet("chat", &cf, true)
 	var jf jobFlags
 	fs.StringVar(&jf.piece, "piece", "", "`piece` for new jobs (default: default_piece)")
+	fs.BoolVar(&jf.verbose, "verbose", false, "show the log in the conversation (default: in data_dir/logs/baton-chat.log)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -431,7 +434,7 @@ func (m *Main) chat(ctx context.Context, args []string) error {
 	if jf.piece != "" {
 		m.Config.DefaultPiece = jf.piece
 	}
-	return m.chatSession(ctx)
+	return m.chatSession(ctx, jf)
 }
 
 func (m *Main) runJob(ctx context.Context, args []string) error {
@@ -439,6 +442,7 @@ func (m *Main) runJob(ctx context.Context, args []string) error {
 	fs := m.flagSet("run", &cf, true)
 	var jf jobFlags
 	fs.StringVar(&jf.piece, "piece", "", "`piece` to run (default: default_piece)")
+	fs.BoolVar(&jf.verbose, "verbose", false, "show the log on stderr (default: in data_dir/logs/baton-run.log)")
 	fs.Int64Var(&jf.task, "task", 0, "continue task `N` (for example to answer its question)")
 	approve := fs.Bool("approve", false, "with --task N: approve the task's call waiting for approval, and run the job on")
 	deny := fs.Bool("deny", false, "with --task N: deny the task's call waiting for approval (the agent is told), and run the job on")

@@ -497,6 +497,11 @@ func (c *Console) Notice(text string) {
 	c.scr.Line("  " + text)
 }
 
+// Print prints text as it is, above the prompt (a verbose log's lines).
+func (c *Console) Print(text string) {
+	c.scr.Println(text)
+}
+
 // Limits implements chat.Poster.
 func (c *Console) Limits() chat.Limits {
 	return chat.Limits{Post: 1 << 20, MaxParts: 1}

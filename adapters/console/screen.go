@@ -162,6 +162,13 @@ func (s *Screen) Entered(line string, echoed bool) {
 		} else if !echoed {
 			fmt.Fprintln(s.w, s.prompt+line)
 		}
+	case echoed && !s.spinning:
+		// The prompt's row, with what the terminal echoed, stays as it
+		// is (lines typed ahead too); the bottom starts on the row
+		// below, or on the one that was drawn after lines typed ahead.
+		fmt.Fprint(s.w, "\r\x1b[K")
+		s.drawn = 0
+		s.drawLocked()
 	default:
 		extra := 0
 		if echoed {
@@ -235,8 +242,10 @@ func (s *Screen) Run(ctx context.Context) {
 			return
 		case <-t.C:
 			s.mu.Lock()
-			s.frame++
-			s.redrawSpinnerLocked()
+			if s.spinning {
+				s.frame++
+				s.redrawSpinnerLocked()
+			}
 			s.mu.Unlock()
 		}
 	}
@@ -291,6 +300,9 @@ func (s *Screen) drawLocked() {
 // where it is (at the prompt, after what the person has typed so far).
 func (s *Screen) redrawSpinnerLocked() {
 	if !s.term || s.closed {
+		return
+	}
+	if len(s.busy) == 0 && !s.spinning {
 		return
 	}
 	if len(s.busy) == 0 || !s.spinning {

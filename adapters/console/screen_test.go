@@ -321,3 +321,18 @@ func TestPlainScreenHasNoEscapes(t *testing.T) {
 
 // ioPipe is io.Pipe, for input that comes while the console runs.
 func ioPipe() (*io.PipeReader, *io.PipeWriter) { return io.Pipe() }
+
+// TestTerminalTypedAhead: lines typed while Baton is idle stay as the
+// terminal echoed them, each once.
+func TestTerminalTypedAhead(t *testing.T) {
+	out := &screenOut{}
+	scr := console.NewScreen(out, console.ScreenOptions{Terminal: true})
+	scr.SetPrompt("> ")
+	out.Write([]byte("/new\nhello\n")) // typed ahead, echoed
+	scr.Entered("/new", true)
+	scr.Println("(a new thread)")
+	scr.Entered("hello", true)
+	if diff := cmp.Diff([]string{"> /new", "hello", "(a new thread)", ">"}, out.lines()); diff != "" {
+		t.Errorf("terminal (-want +got):\n%s", diff)
+	}
+}
