@@ -475,7 +475,9 @@ func shownURL(raw string) string {
 // built it, its reach of data_dir, the token prefixes), never the network
 // ones. What makes start impossible has already failed it; each problem
 // found here is logged once as a warning with its fix.
-func (m *Main) startChecks(cmd string, sys *system) {
+// Where the log goes to a file (baton run), screen, when not nil, gets the
+// same problems as lines, so that the person at the terminal sees them.
+func (m *Main) startChecks(cmd string, sys *system, screen io.Writer) {
 	d := newDoctor(m.Config)
 	checks := []check{d.dataDir()}
 	if m.Config.Tools.Bash.Sandbox != sandbox.None {
@@ -488,9 +490,16 @@ func (m *Main) startChecks(cmd string, sys *system) {
 		if c.Status == statusWarn || c.Status == statusFail {
 			n++
 			m.Logger.Warn(c.Detail, "check", c.Name, "fix", c.Fix)
+			if screen != nil {
+				fmt.Fprintf(screen, "baton: ! %s → %s\n", c.Detail, c.Fix)
+			}
 		}
 	}
 	if n > 0 {
-		m.Logger.Warn(fmt.Sprintf("baton %s: %s at start; baton doctor checks everything, the model and the chat platforms too", cmd, plural(n, "problem", "problems")))
+		summary := fmt.Sprintf("baton %s: %s at start; baton doctor checks everything, the model and the chat platforms too", cmd, plural(n, "problem", "problems"))
+		m.Logger.Warn(summary)
+		if screen != nil {
+			fmt.Fprintln(screen, summary)
+		}
 	}
 }

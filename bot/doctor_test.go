@@ -507,8 +507,8 @@ func TestDoctorStartChecks(t *testing.T) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr)
 		}
 	}
-	if got := strings.Count(stderr, "check=data_dir"); got != 1 {
-		t.Errorf("the data_dir problem was logged %d times, want once:\n%s", got, stderr)
+	if got := strings.Count(stderr, "below workspaces.min_free_bytes"); got != 1 {
+		t.Errorf("the data_dir problem was told %d times, want once:\n%s", got, stderr)
 	}
 	for _, s := range []string{"xapp-1-swapped", "xoxb-swapped"} {
 		if strings.Contains(stderr, s) {

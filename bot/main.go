@@ -164,8 +164,8 @@ func init() {
 		{"serve", "[--config FILE] [--adopt-workspaces|--discard-workspaces]", "run everything in one process: adapters, deliverers, workers, HTTP", (*Main).serve},
 		{"gateway", "[--config FILE] [--adopt-workspaces|--discard-workspaces]", "run adapters, deliverers and HTTP, without workers (needs Redis)", (*Main).gateway},
 		{"worker", "[--config FILE] [--adopt-workspaces|--discard-workspaces]", "run workers only (needs Redis)", (*Main).worker},
-		{"chat", "[--config FILE] [--data-dir DIR] [--piece P] [--adopt-workspaces|--discard-workspaces]", "talk to Baton in an interactive console thread", (*Main).chat},
-		{"run", `[--config FILE] [--data-dir DIR] [--piece P] [--task N] [--adopt-workspaces|--discard-workspaces] ("instruction" | --approve | --deny [--reason TEXT])`, "run one job in this process; the answer goes to stdout (--task N --approve|--deny: decide its call waiting for approval)", (*Main).runJob},
+		{"chat", "[--config FILE] [--data-dir DIR] [--piece P] [--verbose] [--adopt-workspaces|--discard-workspaces]", "talk to Baton in an interactive console thread", (*Main).chat},
+		{"run", `[--config FILE] [--data-dir DIR] [--piece P] [--verbose] [--task N] [--adopt-workspaces|--discard-workspaces] ("instruction" | --approve | --deny [--reason TEXT])`, "run one job in this process; the answer goes to stdout (--task N --approve|--deny: decide its call waiting for approval)", (*Main).runJob},
 		{"init", "[--non-interactive] [--slack socket|http|off] [--discord on|off] [--provider P] [--base-url URL] [--model M] [--api-key-env VAR] [--data-dir DIR] [--discord-app-id ID] [--config FILE] [--force]", "write baton.yaml and .env for a first setup, then run baton doctor", (*Main).initSetup},
 		{"doctor", "[--config FILE] [--json]", "check the setup: config, data_dir, store, queue, model, sandbox, Slack, Discord; one line each, with what to change", (*Main).doctor},
 		{"tasks", "list [--state S] [--limit N] [--json] | show N [--json] | logs N [--job J] [--json]", "list the tasks, show one with its comments and jobs, or a job's movement logs and tool calls", (*Main).tasks},
@@ -421,7 +421,7 @@ func (m *Main) worker(ctx context.Context, args []string) error {
 		return m.systemErr("worker", err)
 	}
 	defer sys.Close()
-	m.startChecks("worker", sys)
+	m.startChecks("worker", sys, nil)
 	// A worker has nothing to do without its queue: it waits for Redis.
 	if _, err := sys.connectQueue(ctx); err != nil {
 		return err
@@ -446,6 +446,8 @@ type jobFlags struct {
 	// task's call waiting for approval, "" for none.
 	decision core.Verdict
 	reason   string
+	// verbose keeps the log on stderr instead of data_dir/logs/.
+	verbose bool
 }
 
 func (m *Main) chat(ctx context.Context, args []string) error {
@@ -453,6 +455,7 @@ func (m *Main) chat(ctx context.Context, args []string) error {
 	fs := m.flagSet("chat", &cf, true)
 	var jf jobFlags
 	fs.StringVar(&jf.piece, "piece", "", "`piece` for new jobs (default: default_piece)")
+	fs.BoolVar(&jf.verbose, "verbose", false, "show the log in the conversation (default: in data_dir/logs/baton-chat.log)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -468,7 +471,7 @@ func (m *Main) chat(ctx context.Context, args []string) error {
 	if jf.piece != "" {
 		m.Config.DefaultPiece = jf.piece
 	}
-	return m.chatSession(ctx)
+	return m.chatSession(ctx, jf)
 }
 
 func (m *Main) runJob(ctx context.Context, args []string) error {
@@ -476,6 +479,7 @@ func (m *Main) runJob(ctx context.Context, args []string) error {
 	fs := m.flagSet("run", &cf, true)
 	var jf jobFlags
 	fs.StringVar(&jf.piece, "piece", "", "`piece` to run (default: default_piece)")
+	fs.BoolVar(&jf.verbose, "verbose", false, "show the log on stderr (default: in data_dir/logs/baton-run.log)")
 	fs.Int64Var(&jf.task, "task", 0, "continue task `N` (for example to answer its question)")
 	approve := fs.Bool("approve", false, "with --task N: approve the task's call waiting for approval, and run the job on")
 	deny := fs.Bool("deny", false, "with --task N: deny the task's call waiting for approval (the agent is told), and run the job on")

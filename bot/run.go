@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
+	"log/slog"
 	"os/user"
 	"strings"
 	"time"
@@ -14,6 +14,8 @@ import (
 	"github.com/baton-bot/baton/adapters/console"
 	"github.com/baton-bot/baton/core"
 	"github.com/baton-bot/baton/core/chat"
+	"github.com/baton-bot/baton/core/engine"
+	"github.com/baton-bot/baton/core/piece"
 )
 
 // Exit codes of baton run beyond the shared ones (SPEC §2).
@@ -39,13 +41,41 @@ func consoleUser(env func(string) string) (id, name string) {
 // run runs one job in this process on the in-process queue: a new task, or
 // task jf.task continued (answering its question, deciding its call that
 // waits for approval, or a new request in it).
+//
+// Progress goes to stderr: a line per movement and tool call, with a
+// spinner while the model thinks when stderr is a terminal; the log goes
+// to data_dir/logs/baton-run.log unless jf.verbose.
 func (m *Main) run(ctx context.Context, jf jobFlags, instruction string) error {
-	sys, err := newSystem(ctx, m.Config, m.Logger, systemOptions{embedded: true, decide: true, workspaces: m.workspaces})
+	var n notices
+	_, closeLog, err := m.consoleLog("run", jf.verbose, &n)
+	if err != nil {
+		return err
+	}
+	defer closeLog()
+	steps := &stepRelay{}
+	sys, err := newSystem(ctx, m.Config, m.Logger, systemOptions{embedded: true, decide: true, stepper: steps, workspaces: m.workspaces})
 	if err != nil {
 		return m.systemErr("run", err)
 	}
 	defer sys.Close()
-	m.startChecks("run", sys)
+	m.startChecks("run", sys, m.Stderr)
+	view := &runView{
+		scr:    console.NewScreen(m.Stderr, console.ScreenOptions{Terminal: isTerminal(m.Stderr), Width: termWidth(m.Stderr)}),
+		pieces: sys.pieces, locale: m.Config.Locale,
+	}
+	steps.set(view)
+	n.set(func(text string) { view.scr.Line("  " + text) })
+	spinCtx, stopSpin := context.WithCancel(ctx)
+	spun := make(chan struct{})
+	go func() {
+		defer close(spun)
+		view.scr.Run(spinCtx)
+	}()
+	defer func() {
+		stopSpin()
+		<-spun
+		view.scr.Close()
+	}()
 	if jf.piece != "" {
 		if _, ok := sys.pieces.Lookup(jf.piece); !ok {
 			return usageErr("baton run: --piece: no piece named %q (pieces: %s)", jf.piece, strings.Join(sys.pieces.Names(), ", "))
@@ -71,20 +101,21 @@ func (m *Main) run(ctx context.Context, jf jobFlags, instruction string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(m.Stderr, "baton: task #%d, job #%d, piece %s\nbaton: workspace %s\n", task.ID, job.ID, job.Piece, task.Workspace)
+	view.scr.Println(fmt.Sprintf("baton: task #%d, job #%d, piece %s\nbaton: workspace %s", task.ID, job.ID, job.Piece, task.Workspace))
 
 	in := bufio.NewReader(m.Stdin)
-	progress := &progress{w: m.Stderr}
 	for {
-		j, err := m.waitJob(ctx, sys, job.ID, progress)
+		j, err := m.waitJob(ctx, sys, job.ID, view)
 		if err != nil {
 			if errors.Is(err, context.Canceled) {
-				return m.interrupt(sys, job.ID, userID, progress)
+				return m.interrupt(sys, job.ID, userID, view)
 			}
 			return err
 		}
+		view.scr.End(j.ID)
 		switch j.State {
 		case core.JobSucceeded:
+			view.outputFiles(task, j, m.Logger)
 			fmt.Fprintln(m.Stdout, strings.TrimSpace(j.ResultSummary))
 			return nil
 		case core.JobFailed, core.JobAborted:
@@ -261,7 +292,7 @@ func (m *Main) answer(ctx context.Context, sys *system, task core.Task, j core.J
 
 // waitJob waits until job id succeeds, fails, is aborted or waits for a
 // person (an answer or an approval), printing its progress.
-func (m *Main) waitJob(ctx context.Context, sys *system, id int64, p *progress) (core.Job, error) {
+func (m *Main) waitJob(ctx context.Context, sys *system, id int64, p *runView) (core.Job, error) {
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	for {
@@ -283,10 +314,10 @@ func (m *Main) waitJob(ctx context.Context, sys *system, id int64, p *progress) 
 }
 
 // interrupt aborts the job after Ctrl-C and waits briefly for it to stop.
-func (m *Main) interrupt(sys *system, id int64, userID string, p *progress) error {
+func (m *Main) interrupt(sys *system, id int64, userID string, p *runView) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	fmt.Fprintln(m.Stderr, "baton: interrupted; aborting the job")
+	p.scr.Println("baton: interrupted; aborting the job")
 	if _, err := sys.dispatch.Abort(ctx, id, userID); err != nil {
 		m.Logger.Warn("abort failed", "job", id, "err", err)
 	}
@@ -300,13 +331,40 @@ func (m *Main) interrupt(sys *system, id int64, userID string, p *progress) erro
 	return &exitError{code: exitInterrupted, err: context.Canceled, reported: true}
 }
 
-// progress prints a job's events to a terminal as they are recorded.
-type progress struct {
-	w    io.Writer
-	seen int
+// runView shows a baton run job's progress on stderr: from the engine's
+// steps, a line per movement and tool call and the spinner (on a
+// terminal); from the job's events in the store, what else people should
+// know (a refused transition, the context filling up, approvals, a lost
+// lease or a requeue).
+type runView struct {
+	scr    *console.Screen
+	pieces *piece.Library
+	locale string
+	seen   int // events printed (print only: waitJob's goroutine)
 }
 
-func (p *progress) print(ctx context.Context, st interface {
+var _ engine.Stepper = (*runView)(nil)
+
+// Step implements engine.Stepper.
+func (p *runView) Step(ctx context.Context, s engine.Step) {
+	switch s.Kind {
+	case engine.StepMovement:
+		pc, _ := p.pieces.Lookup(s.Piece)
+		p.scr.Line("· " + s.Piece + ": " + chat.MovementText(p.locale, pc, s.Movement, s.MovementCount))
+		p.scr.Begin(s.JobID, "thinking", s.At)
+	case engine.StepThinking:
+		p.scr.Begin(s.JobID, "thinking", s.At)
+	case engine.StepTool:
+		p.scr.Line("  " + console.StepLine(s))
+		p.scr.Begin(s.JobID, s.Tool, s.At)
+	case engine.StepDone:
+		p.scr.End(s.JobID)
+	}
+}
+
+// print prints the job's events recorded since the last call that the
+// steps do not show.
+func (p *runView) print(ctx context.Context, st interface {
 	Events(ctx context.Context, jobID int64) ([]core.JobEvent, error)
 }, id int64) {
 	evs, err := st.Events(context.WithoutCancel(ctx), id)
@@ -315,23 +373,32 @@ func (p *progress) print(ctx context.Context, st interface {
 	}
 	for _, e := range evs[p.seen:] {
 		switch {
-		case e.Kind == "movement_started":
-			fmt.Fprintf(p.w, "· %s (movement %s)\n", e.Movement, e.Detail)
-		case e.Kind == "tool":
-			fmt.Fprintf(p.w, "  %s\n", clip(e.Detail, 160))
-		case e.Kind == "movement_finished":
-			fmt.Fprintf(p.w, "  → %s\n", e.Detail)
+		case e.Kind == "tool" && strings.Contains(e.Detail, " → error: "):
+			_, msg, _ := strings.Cut(e.Detail, " → error: ")
+			p.scr.Line("    → error: " + msg)
 		case e.Kind == "transition_refused":
-			fmt.Fprintf(p.w, "  transition refused: %s\n", clip(e.Detail, 160))
+			p.scr.Line("  transition refused: " + e.Detail)
 		case strings.HasPrefix(e.Kind, "context_"):
-			fmt.Fprintf(p.w, "  %s\n", e.Detail)
+			p.scr.Line("  " + e.Detail)
 		case e.Kind == core.EventApprovalAsked, e.Kind == core.EventApprovalDecided:
-			fmt.Fprintf(p.w, "  %s\n", clip(e.Detail, 160))
+			p.scr.Line("  " + e.Detail)
 		case e.Kind == core.EventLeaseLost, e.Kind == core.EventRequeued, e.Kind == core.EventError:
-			fmt.Fprintf(p.w, "  %s: %s\n", e.Kind, clip(e.Detail, 160))
+			p.scr.Line("  " + e.Kind + ": " + e.Detail)
 		}
 	}
 	p.seen = len(evs)
+}
+
+// outputFiles lists the files job j left in its task's output/, with their
+// paths.
+func (p *runView) outputFiles(task core.Task, j core.Job, log *slog.Logger) {
+	files, err := chat.OutputFiles(task.Workspace, j.StartedAt, 0)
+	if err != nil {
+		log.Warn("listing output/ failed", "task", task.ID, "err", err)
+	}
+	for _, f := range files {
+		p.scr.Println(fmt.Sprintf("baton: file %s (%d bytes)", f.Path, f.Size))
+	}
 }
 
 // clip cuts s to n runes on one line.
@@ -347,14 +414,4 @@ func clip(s string, n int) string {
 func title(instruction string) string {
 	line, _, _ := strings.Cut(strings.TrimSpace(instruction), "\n")
 	return clip(line, 80)
-}
-
-// isTerminal reports whether r is a terminal.
-func isTerminal(r io.Reader) bool {
-	f, ok := r.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }

@@ -70,11 +70,14 @@ func TestRunCompletes(t *testing.T) {
 	if err != nil || string(got) != "hi" {
 		t.Errorf("output/hello.txt = %q, %v", got, err)
 	}
-	if !strings.Contains(stderr, "· answer (movement 1/10)") || !strings.Contains(stderr, "Write ") {
+	if !strings.Contains(stderr, "· chat: 1 movement") || !strings.Contains(stderr, "  Write output/hello.txt\n") {
 		t.Errorf("no progress on stderr:\n%s", stderr)
 	}
 	if strings.Contains(stderr, "sk-test") || strings.Contains(stdout, "sk-test") {
 		t.Errorf("the API key was printed")
+	}
+	if want := "baton: file " + filepath.Join(m[2], "output", "hello.txt") + " (2 bytes)"; !strings.Contains(stderr, want) {
+		t.Errorf("stderr does not list %q:\n%s", want, stderr)
 	}
 }
 
@@ -127,6 +130,18 @@ func TestRunModelFailing(t *testing.T) {
 	}
 	if strings.Contains(stderr, "sk-wrong") {
 		t.Errorf("the API key was printed:\n%s", stderr)
+	}
+	// The failure is said once; the log's lines about it are in the log
+	// file, not on stderr.
+	if c := strings.Count(stderr, "failed"); c != 1 || strings.Contains(stderr, "level=") {
+		t.Errorf("the failure is on stderr %d times, or log lines are:\n%s", c, stderr)
+	}
+	logPath := filepath.Join(n.env["BATON_DATA_DIR"], "logs", "baton-run.log")
+	if !strings.Contains(stderr, "the log goes to "+logPath) {
+		t.Errorf("stderr does not name the log file %s:\n%s", logPath, stderr)
+	}
+	if logged, err := os.ReadFile(logPath); err != nil || !strings.Contains(string(logged), "level=WARN") {
+		t.Errorf("the log file holds %q, %v; want the refused request's warning", logged, err)
 	}
 }
 
@@ -303,4 +318,18 @@ func storedJob(t testing.TB, dataDir string, id int64) core.Job {
 		t.Fatal(err)
 	}
 	return j
+}
+
+// TestRunVerbose: with --verbose the log stays on stderr and no log file
+// is made.
+func TestRunVerbose(t *testing.T) {
+	n := newNewcomer(t)
+	n.env["OPENAI_API_KEY"] = "sk-wrong"
+	code, _, stderr := n.run("--verbose", "hello")
+	if code != 4 || !strings.Contains(stderr, "level=WARN") || strings.Contains(stderr, "the log goes to") {
+		t.Errorf("exit %d; want 4 and the log on stderr:\n%s", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(n.env["BATON_DATA_DIR"], "logs", "baton-run.log")); err == nil {
+		t.Errorf("a log file was made with --verbose")
+	}
 }

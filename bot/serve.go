@@ -34,7 +34,7 @@ func (m *Main) serveAll(ctx context.Context, cmd string, workers bool) error {
 		return m.systemErr(cmd, err)
 	}
 	defer sys.Close()
-	m.startChecks(cmd, sys)
+	m.startChecks(cmd, sys, nil)
 	if workers {
 		// Before any job of this process is created or claimed.
 		if err := sys.recoverJobs(ctx); err != nil {

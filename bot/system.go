@@ -83,6 +83,9 @@ type systemOptions struct {
 	// jobs: baton run decides approvals through it, and its jobs tell no
 	// thread.
 	decide bool
+	// stepper, when set, is told each step of the jobs as well (baton
+	// chat's and baton run's spinner and tool lines).
+	stepper engine.Stepper
 	// workspaces says what to do with workspaces the store does not know
 	// (--adopt-workspaces, --discard-workspaces); the zero value refuses
 	// to start.
@@ -371,6 +374,9 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger, opts systemOpt
 		if opts.converse {
 			observer, notifier = sys.chat, sys.chat
 		}
+	}
+	if opts.stepper != nil {
+		observer = observers{status: observer, steps: opts.stepper}
 	}
 	sys.floor = workspace.NewFloor(workspace.FloorConfig{Dir: cfg.DataDir, MinFreeBytes: cfg.Workspaces.MinFreeBytes, Logger: log})
 	loc, err := time.LoadLocation(cfg.Timezone)

@@ -20,13 +20,15 @@ type service struct {
 	messages []string      // texts, in order
 	actions  []chat.Action // in order
 	reply    chat.Reply    // HandleAction's answer
+	// messageReply is HandleMessage's answer.
+	messageReply chat.Reply
 }
 
 func (s *service) HandleMessage(ctx context.Context, m chat.Message) (chat.Reply, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.messages = append(s.messages, m.Text)
-	return chat.Reply{}, nil
+	return s.messageReply, nil
 }
 
 func (s *service) HandleAction(ctx context.Context, a chat.Action) (chat.Reply, error) {
@@ -63,7 +65,7 @@ func approvalButtons(key string) []chat.Button {
 func session(t *testing.T, svc *service, input string, setup func(c *console.Console)) string {
 	t.Helper()
 	var out bytes.Buffer
-	c := console.New(svc, strings.NewReader(input), &out, "alice")
+	c := console.New(svc, strings.NewReader(input), &out, "alice", console.Options{})
 	if setup != nil {
 		setup(c)
 	}
@@ -205,7 +207,7 @@ func TestParseAnswer(t *testing.T) {
 // (the status line, a post) is followed by the prompt again.
 func TestApprovalPromptStaysLast(t *testing.T) {
 	var out bytes.Buffer
-	c := console.New(&service{}, strings.NewReader(""), &out, "alice")
+	c := console.New(&service{}, strings.NewReader(""), &out, "alice", console.Options{})
 	ctx := context.Background()
 	status, err := c.PostButtons(ctx, thread, "Working on it", []chat.Button{{Action: "stop:7", Label: "Stop"}})
 	if err != nil {

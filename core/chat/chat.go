@@ -189,6 +189,15 @@ type ButtonPoster interface {
 	UpdateButtons(ctx context.Context, thread core.ThreadRef, msgID, text string, buttons []Button) error
 }
 
+// FilePoster is a Poster on the machine that holds the workspaces (the
+// console): the deliverer names a file the job produced by its absolute
+// path and size, and sends no content, in place of Upload. The
+// deliverer's checks (inside the workspace, a regular file, the size
+// limit) come first.
+type FilePoster interface {
+	PostFile(ctx context.Context, thread core.ThreadRef, path string, size int64, comment string) (msgID string, err error)
+}
+
 // Action is a click on a button, as an adapter hands it over.
 type Action struct {
 	// Value is the clicked Button's Action.

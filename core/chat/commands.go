@@ -255,11 +255,11 @@ func (s *Service) statusLine(ctx context.Context, task core.Task, j core.Job) (s
 		}
 		children += fmt.Sprintf("\n  • %s — %s", t.Title, k.State)
 	}
-	max := "?"
-	if s.cfg.Pieces != nil {
-		if p, ok := s.cfg.Pieces.Lookup(j.Piece); ok {
-			max = strconv.Itoa(p.MaxMovements)
-		}
+	// MovementCount counts the movements run to their end; one running,
+	// or parked at a call waiting for approval, is started too.
+	started := j.MovementCount
+	if j.State == core.JobRunning || j.State == core.JobWaitingApproval {
+		started++
 	}
 	if j.State == core.JobWaitingApproval {
 		if a, err := s.store.Approval(ctx, j.ID, j.WaitSeq); err == nil {
@@ -276,8 +276,8 @@ func (s *Service) statusLine(ctx context.Context, task core.Task, j core.Job) (s
 		}
 	}
 	return s.say("status", "state_icon", stateIcon(j.State), "task", "#"+strconv.FormatInt(task.ID, 10),
-		"job", strconv.FormatInt(j.ID, 10), "state", string(j.State), "piece", j.Piece, "movement", orDash(j.Movement),
-		"count", strconv.Itoa(j.MovementCount), "max", max, "iteration", strconv.Itoa(j.Iteration),
+		"job", strconv.FormatInt(j.ID, 10), "state", string(j.State), "piece", j.Piece, "movement", s.movementText(j.Piece, j.Movement, started),
+		"iteration", strconv.Itoa(j.Iteration),
 		"tokens", strconv.FormatInt(j.PromptTokens+j.CompletionTokens, 10), "elapsed", elapsed,
 		"level", level, "children", children), nil
 }

@@ -3,6 +3,7 @@ package chat
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"path"
 	"path/filepath"
@@ -158,44 +159,73 @@ func (s *Service) Finishing(ctx context.Context, j core.Job, fin core.Finish) []
 	return nil
 }
 
-// uploads lists the files the job wrote to output/ since it started. It
-// never follows a symlink, output/ itself included: a link to a host file
-// is not a file the job wrote. A file over MaxFileBytes (files.max_bytes)
-// is not uploaded; one post after the uploads names each such file, its
-// size and the limit, so that the thread knows where it is. The deliverer
-// checks the size again when it sends, for a file that grew meanwhile.
-func (s *Service) uploads(task core.Task, j core.Job) []core.OutboxMessage {
-	ws, err := workspace.OpenExisting(task.Workspace)
+// OutputFile is a file a job left in its workspace's output/.
+type OutputFile struct {
+	Rel  string // relative to the workspace, slash-separated: "output/report.md"
+	Path string // absolute
+	Size int64  // bytes
+}
+
+// OutputFiles lists, in lexical order, the regular files under output/ of
+// the workspace at dir modified at or after since (the zero time: all),
+// at most limit of them (0: no limit). It never follows a symlink, output/
+// itself included: a link to a host file is not a file the job wrote. A
+// workspace that does not exist has none (fs.ErrNotExist is not an error).
+func OutputFiles(dir string, since time.Time, limit int) ([]OutputFile, error) {
+	ws, err := workspace.OpenExisting(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
 	if err != nil {
-		if !errors.Is(err, fs.ErrNotExist) {
-			s.log.Warn("listing output/ failed", "task", task.ID, "err", err)
-		}
-		return nil
+		return nil, fmt.Errorf("list output/ of %s: %w", dir, err)
 	}
 	defer ws.Close()
-	var msgs []core.OutboxMessage
-	var tooLarge []string
-	_ = ws.Walk(workspace.Output, func(p string, d fs.DirEntry, err error) error {
+	var files []OutputFile
+	err = ws.Walk(workspace.Output, func(p string, d fs.DirEntry, err error) error {
 		if p != workspace.Output && !strings.HasPrefix(p, workspace.Output+"/") {
 			return fs.SkipAll // output/ is a link to another folder
 		}
-		if err != nil || !d.Type().IsRegular() || len(msgs)+len(tooLarge) >= maxUploads {
+		if limit > 0 && len(files) >= limit {
+			return fs.SkipAll
+		}
+		if err != nil || !d.Type().IsRegular() {
 			return nil
 		}
 		info, err := d.Info()
-		if err != nil || (!j.StartedAt.IsZero() && info.ModTime().Before(j.StartedAt)) {
+		if err != nil || (!since.IsZero() && info.ModTime().Before(since)) {
 			return nil
 		}
-		if limit := s.cfg.MaxFileBytes; limit > 0 && info.Size() > limit {
-			s.log.Info("an output file is over the upload limit", "task", task.ID, "job", j.ID, "file", p, "bytes", info.Size(), "limit", limit)
-			tooLarge = append(tooLarge, UploadTooLarge(s.cfg.Locale, p, info.Size(), limit))
-			return nil
-		}
-		msgs = append(msgs, core.OutboxMessage{Kind: core.OutboxUpload, Payload: Payload{
-			Path: filepath.Join(task.Workspace, filepath.FromSlash(p)), Name: path.Base(p), Text: p,
-		}.Encode()})
+		files = append(files, OutputFile{Rel: p, Path: filepath.Join(dir, filepath.FromSlash(p)), Size: info.Size()})
 		return nil
 	})
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return files, fmt.Errorf("list output/ of %s: %w", dir, err)
+	}
+	return files, nil
+}
+
+// uploads lists the files the job wrote to output/ since it started
+// (OutputFiles). A file over MaxFileBytes (files.max_bytes) is not
+// uploaded; one post after the uploads names each such file, its size and
+// the limit, so that the thread knows where it is. The deliverer checks
+// the size again when it sends, for a file that grew meanwhile.
+func (s *Service) uploads(task core.Task, j core.Job) []core.OutboxMessage {
+	files, err := OutputFiles(task.Workspace, j.StartedAt, maxUploads)
+	if err != nil {
+		s.log.Warn("listing output/ failed", "task", task.ID, "err", err)
+	}
+	var msgs []core.OutboxMessage
+	var tooLarge []string
+	for _, f := range files {
+		if limit := s.cfg.MaxFileBytes; limit > 0 && f.Size > limit {
+			s.log.Info("an output file is over the upload limit", "task", task.ID, "job", j.ID, "file", f.Rel, "bytes", f.Size, "limit", limit)
+			tooLarge = append(tooLarge, UploadTooLarge(s.cfg.Locale, f.Rel, f.Size, limit))
+			continue
+		}
+		msgs = append(msgs, core.OutboxMessage{Kind: core.OutboxUpload, Payload: Payload{
+			Path: f.Path, Name: path.Base(f.Rel), Text: f.Rel,
+		}.Encode()})
+	}
 	if len(tooLarge) > 0 {
 		msgs = append(msgs, postMsg(strings.Join(tooLarge, "\n")))
 	}
@@ -270,8 +300,8 @@ func (s *Service) Observe(ctx context.Context, st engine.Status) {
 	if st.Compactions > 0 {
 		level += s.say("compacted_note", "n", strconv.Itoa(st.Compactions))
 	}
-	text := s.say("progress", "piece", st.Piece, "movement", st.Movement, "count", strconv.Itoa(st.MovementCount),
-		"max", strconv.Itoa(st.MaxMovements), "iteration", strconv.Itoa(st.Iteration),
+	text := s.say("progress", "piece", st.Piece, "movement", s.movementText(st.Piece, st.Movement, st.MovementCount),
+		"iteration", strconv.Itoa(st.Iteration),
 		"tokens", strconv.FormatInt(st.Tokens, 10), "elapsed", elapsed, "level", level)
 	if err := s.store.AddOutbox(ctx, compact(j, s.runningMsg(j.ID, text))...); err != nil {
 		s.log.Warn("writing a status update failed", "job", st.JobID, "err", err)

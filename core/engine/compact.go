@@ -311,6 +311,7 @@ func (m *movement) summarise(ctx context.Context) (string, int, error) {
 			{Role: llm.RoleSystem, Content: system},
 			{Role: llm.RoleUser, Content: m.flatten(units[skip:]) + "\n\n" + e.text.msg("transcript_request")},
 		}}
+		m.pr.step(ctx, Step{Kind: StepThinking})
 		start := time.Now()
 		resp, err := e.model.Complete(ctx, req)
 		if e.cfg.Meter != nil {

@@ -83,6 +83,48 @@ type Observer interface {
 	Observe(ctx context.Context, s Status)
 }
 
+// StepKind is what a running job has just begun.
+type StepKind string
+
+const (
+	// StepMovement: a movement begins (or resumes after an approval).
+	StepMovement StepKind = "movement"
+	// StepThinking: a request to the model, until its reply.
+	StepThinking StepKind = "thinking"
+	// StepTool: a tool call runs, until its result.
+	StepTool StepKind = "tool"
+	// StepDone: the run is over: the job finished, failed, waits for a
+	// person or its subtasks, or was stopped. It is the last step of a
+	// run that told any.
+	StepDone StepKind = "done"
+)
+
+// Step is a step a running job begins, for a live view of the job (the
+// console's spinner and its tool lines). Each step ends when the next one
+// of the same job begins.
+type Step struct {
+	JobID, TaskID int64
+	Kind          StepKind
+	Piece         string
+	Movement      string
+	// MovementCount is the movements started, this one included; at
+	// StepDone, the movements run to their end.
+	MovementCount int
+	// Tool and Subject (StepTool): the tool called and what the call is
+	// about — the command for Bash, the path for Read, Write and Edit,
+	// the JSON arguments otherwise (policy.Subject).
+	Tool, Subject string
+	At            time.Time
+}
+
+// Stepper is an Observer that is also told each step of a running job as
+// it begins; the engine finds it by type assertion on Config.Observer.
+// Steps of one job come in order, from the goroutine running it; Step
+// must return quickly.
+type Stepper interface {
+	Step(ctx context.Context, s Step)
+}
+
 // Meter records the engine's measurements (Prometheus in production).
 // Implementations are safe for concurrent use and return quickly.
 type Meter interface {
@@ -272,6 +314,7 @@ func (e *Engine) Run(ctx context.Context, r *worker.Run) (core.Finish, error) {
 		return core.Finish{}, err
 	}
 	defer run.ws.Close()
+	defer run.step(ctx, Step{Kind: StepDone})
 	fin, err := run.run(ctx)
 	fin.SeenCommentID = run.seen
 	if err != nil {

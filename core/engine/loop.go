@@ -199,6 +199,7 @@ func (m *movement) loop(ctx context.Context) (outcome, error) {
 		pr.iteration = m.iter
 		pr.mu.Unlock()
 		m.meter.sending()
+		pr.step(ctx, Step{Kind: StepThinking})
 		start := time.Now()
 		resp, err := e.model.Complete(ctx, llm.Request{Model: model, Messages: m.msgs, Tools: m.defs, MaxTokens: e.cfg.MaxOutputTokens, ToolChoice: llm.ToolChoiceAuto})
 		if e.cfg.Meter != nil {
@@ -417,6 +418,7 @@ func (m *movement) callTool(ctx context.Context, call llm.ToolCall) (tools.Resul
 		res, refused = m.admit(ctx, call.Name, limits)
 	}
 	if !refused {
+		pr.step(ctx, Step{Kind: StepTool, Tool: call.Name, Subject: policy.Subject(call.Name, call.Arguments)})
 		start := time.Now()
 		res = tools.Safe(ctx, t, env, args)
 		if e.cfg.Meter != nil {

@@ -146,6 +146,7 @@ func (pr *pieceRun) run(ctx context.Context) (core.Finish, error) {
 		}
 		pending = nil
 		pr.observe(ctx)
+		pr.step(ctx, Step{Kind: StepMovement})
 
 		// The movement's first prompts; shrink > 0 rebuilds them with the
 		// enriched instruction's caps halved that many times, for a first
@@ -444,6 +445,24 @@ func (pr *pieceRun) observe(ctx context.Context) {
 	}
 	pr.mu.Unlock()
 	o.Observe(ctx, st)
+}
+
+// step tells the observer, when it is a Stepper, that s begins; the job,
+// piece, movement and time are filled in.
+func (pr *pieceRun) step(ctx context.Context, s Step) {
+	st, ok := pr.e.cfg.Observer.(Stepper)
+	if !ok {
+		return
+	}
+	pr.mu.Lock()
+	s.JobID, s.TaskID, s.Piece, s.Movement = pr.job.ID, pr.task.ID, pr.piece.Name, pr.movement
+	s.MovementCount = pr.job.MovementCount
+	if s.Kind != StepDone {
+		s.MovementCount++
+	}
+	pr.mu.Unlock()
+	s.At = pr.e.cfg.Now()
+	st.Step(ctx, s)
 }
 
 // addUsage accounts one response's tokens and enforces the job's budget.

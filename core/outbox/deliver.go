@@ -255,6 +255,13 @@ func (d *Deliverer) upload(ctx context.Context, task core.Task, id int64, p chat
 	}
 	comment := chattext.NeutralizeName(p.Text, plat)
 	var msgID string
+	if fp, ok := d.poster.(chat.FilePoster); ok {
+		msgID, err = fp.PostFile(ctx, task.Thread, p.Path, st.Size(), comment)
+		if err != nil {
+			return "", fmt.Errorf("post file %s: %w", name, err)
+		}
+		return msgID, nil
+	}
 	err = d.pace.do(ctx, task.Thread, d.cfg.Now, d.poster.Limits().Every, func() (err error) {
 		// The file may grow after the check: the platform gets no more
 		// than the size checked and announced.

@@ -578,3 +578,45 @@ func TestPacedChannelDoesNotStarveOthers(t *testing.T) {
 		t.Errorf("%d posts, want 2: one per channel while C1 waits for its turn", n)
 	}
 }
+
+// filePoster is a poster on the machine of the workspaces: files are named
+// by their path (chat.FilePoster).
+type filePoster struct{ *poster }
+
+func (p filePoster) PostFile(ctx context.Context, thread core.ThreadRef, path string, size int64, comment string) (string, error) {
+	return p.do(call{Op: "file", Channel: thread.Channel, Thread: thread.Thread, Name: path, Content: fmt.Sprint(size), Text: comment}, "F")
+}
+
+// TestPostFile: a chat.FilePoster is handed a workspace file's path and
+// size in place of its content; a file outside the workspace is refused
+// as for Upload.
+func TestPostFile(t *testing.T) {
+	h := newHarness(t, slackLimits, outbox.Config{}, nil)
+	fp := filePoster{h.poster}
+	h.d = outbox.New(h.store, core.PlatformSlack, fp, outbox.Config{Now: h.clock.Now, Backoff: func(int) time.Duration { return time.Second }})
+	task := h.task(t, "C1")
+	report := filepath.Join(task.Workspace, "output", "report.csv")
+	if err := os.MkdirAll(filepath.Dir(report), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(report, []byte("a,b\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ok := h.add(t, task, 0, core.OutboxUpload, chat.Payload{Path: report, Name: "report.csv", Text: "output/report.csv"})
+	outside := h.add(t, task, 0, core.OutboxUpload, chat.Payload{Path: filepath.Join(t.TempDir(), "x"), Name: "x"})
+	h.flush(t)
+	h.flush(t)
+	var got []call
+	for _, c := range h.poster.Calls(false) {
+		got = append(got, call{Op: c.Op, Name: c.Name, Content: c.Content, Text: c.Text})
+	}
+	if diff := cmp.Diff([]call{{Op: "file", Name: report, Content: "4", Text: "output/report.csv"}}, got); diff != "" {
+		t.Errorf("calls (-want +got):\n%s", diff)
+	}
+	if state, _ := h.state(t, ok); state != core.OutboxSent {
+		t.Errorf("the file's message is %s, want sent", state)
+	}
+	if state, _ := h.state(t, outside); state != core.OutboxFailed {
+		t.Errorf("the message of a file outside the workspace is %s, want failed", state)
+	}
+}
