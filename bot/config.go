@@ -987,9 +987,11 @@ func (c Config) Validate() error {
 	}
 	if c.Slack.Enabled {
 		v.secret("slack.bot_token", c.Slack.BotToken, "SLACK_BOT_TOKEN", "slack is enabled")
+		v.tokenKind("slack.bot_token", c.Slack.BotToken, "SLACK_BOT_TOKEN", "xoxb-")
 		switch c.Slack.Mode {
 		case "socket":
 			v.secret("slack.app_token", c.Slack.AppToken, "SLACK_APP_TOKEN", "slack.mode is socket")
+			v.tokenKind("slack.app_token", c.Slack.AppToken, "SLACK_APP_TOKEN", "xapp-")
 		case "http":
 			v.secret("slack.signing_secret", c.Slack.SigningSecret, "SLACK_SIGNING_SECRET", "slack.mode is http")
 		}
@@ -1100,6 +1102,23 @@ func (v *validator) addr(key, val string, required bool) {
 func (v *validator) secret(key string, s Secret, envName, why string) {
 	if s == "" {
 		v.fail(key, fmt.Sprintf("is required because %s (set it in the file or in %s)", why, envName))
+	}
+}
+
+// tokenKind refuses a Slack token that is plainly another kind than want
+// (an app-level token where the bot token goes, a user token): Slack would
+// refuse it on every try. A token of no known prefix (a proxy's, a test's)
+// is left to Slack, and to baton doctor.
+func (v *validator) tokenKind(key string, s Secret, envName, want string) {
+	tok := s.Reveal()
+	if tok == "" || strings.HasPrefix(tok, want) {
+		return
+	}
+	for _, k := range tokenKinds {
+		if strings.HasPrefix(tok, k.prefix) {
+			v.fail(key, fmt.Sprintf("%s %s (is %s set to the other token?)", envName, tokenProblem(s, want), envName))
+			return
+		}
 	}
 }
 

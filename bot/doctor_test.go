@@ -497,12 +497,19 @@ func TestDoctorStartChecks(t *testing.T) {
 		t.Errorf("a healthy run: exit %d, stderr:\n%s", code, stderr)
 	}
 	n.conf = writeConfig(t, "log:\n  level: warn\ntools:\n  bash:\n    sandbox: none\nworkspaces:\n  min_free_bytes: 4000000000000000000\nslack:\n  enabled: true\n")
+	// Swapped tokens are refused outright, naming both variables.
 	n.env["SLACK_BOT_TOKEN"], n.env["SLACK_APP_TOKEN"] = "xapp-1-swapped", "xoxb-swapped"
+	code, _, stderr = n.run("hello")
+	if code != 2 || !strings.Contains(stderr, "SLACK_BOT_TOKEN starts with xapp-") || !strings.Contains(stderr, "SLACK_APP_TOKEN starts with xoxb-") {
+		t.Errorf("swapped tokens: exit %d, want 2 naming both variables:\n%s", code, stderr)
+	}
+	// Tokens of no known kind are Slack's to judge: warned about at start.
+	n.env["SLACK_BOT_TOKEN"], n.env["SLACK_APP_TOKEN"] = "proxy-bot-1", "proxy-app-1"
 	code, _, stderr = n.run("hello")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
-	for _, want := range []string{"below workspaces.min_free_bytes", "SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "look swapped", "3 problems at start"} {
+	for _, want := range []string{"below workspaces.min_free_bytes", "SLACK_BOT_TOKEN", "SLACK_APP_TOKEN", "does not start with xoxb-", "3 problems at start"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr)
 		}
@@ -510,7 +517,7 @@ func TestDoctorStartChecks(t *testing.T) {
 	if got := strings.Count(stderr, "below workspaces.min_free_bytes"); got != 1 {
 		t.Errorf("the data_dir problem was told %d times, want once:\n%s", got, stderr)
 	}
-	for _, s := range []string{"xapp-1-swapped", "xoxb-swapped"} {
+	for _, s := range []string{"xapp-1-swapped", "xoxb-swapped", "proxy-bot-1", "proxy-app-1"} {
 		if strings.Contains(stderr, s) {
 			t.Errorf("a token was logged:\n%s", stderr)
 		}
