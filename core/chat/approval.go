@@ -104,21 +104,37 @@ func (s *Service) HandleAction(ctx context.Context, a Action) (Reply, error) {
 	return Reply{Text: s.say("action_unknown")}, nil
 }
 
+// approvalHome is the task whose thread shows the approvals of task
+// taskID's jobs: the task itself, or a subtask's parent.
+func (s *Service) approvalHome(ctx context.Context, taskID int64) (core.Task, error) {
+	t, err := s.store.Task(ctx, taskID)
+	if err != nil || t.ParentTaskID == 0 {
+		return t, err
+	}
+	return s.store.Task(ctx, t.ParentTaskID)
+}
+
 // approveCommand runs `!approve [reason]` and `!deny [reason]` in a
-// thread: the decision on the task's oldest pending approval.
+// thread: the decision on the oldest pending approval shown there (its
+// task's, or one of its subtasks').
 func (s *Service) approveCommand(ctx context.Context, task core.Task, v core.Verdict, who Author, reason string) (Reply, error) {
 	if task.ID == 0 {
 		return Reply{Text: s.say("no_task")}, nil
 	}
-	pending, err := s.store.PendingApprovals(ctx, task.ID)
+	pending, err := s.store.PendingApprovals(ctx, 0)
 	if err != nil {
 		return Reply{}, err
 	}
-	if len(pending) == 0 {
-		return Reply{Text: s.say("approval_none")}, nil
+	for _, a := range pending {
+		if a.TaskID != task.ID {
+			home, err := s.approvalHome(ctx, a.TaskID)
+			if err != nil || home.ID != task.ID {
+				continue
+			}
+		}
+		return s.decide(ctx, task.Thread, a.JobID, a.WaitSeq, v, who, reason)
 	}
-	a := pending[0]
-	return s.decide(ctx, task.Thread, a.JobID, a.WaitSeq, v, who, reason)
+	return Reply{Text: s.say("approval_none")}, nil
 }
 
 // mayDecide reports whether who may decide approvals of task: its
@@ -138,7 +154,7 @@ func (s *Service) decide(ctx context.Context, thread core.ThreadRef, jobID, wait
 	if err != nil {
 		return Reply{}, err
 	}
-	task, err := s.store.Task(ctx, a.TaskID)
+	task, err := s.approvalHome(ctx, a.TaskID)
 	if err != nil {
 		return Reply{}, err
 	}
@@ -174,9 +190,13 @@ func (s *Service) record(ctx context.Context, a core.Approval, v core.Verdict, b
 		text += " " + s.say("approval_reason", "reason", chattext.NeutralizeName(r, chattext.Plain))
 	}
 	text += "\n" + fence(a.Preview)
+	home, err := s.approvalHome(ctx, a.TaskID)
+	if err != nil {
+		return Reply{}, err
+	}
 	d := core.ApprovalDecision{
 		JobID: a.JobID, WaitSeq: a.WaitSeq, Verdict: v, By: by, Reason: reason, At: s.cfg.Now(),
-		Outbox: []core.OutboxMessage{{TaskID: a.TaskID, JobID: a.JobID, Kind: core.OutboxUpdate, Ref: approvalRef(key), Payload: Payload{Text: text}.Encode()}},
+		Outbox: []core.OutboxMessage{{TaskID: home.ID, JobID: a.JobID, Kind: core.OutboxUpdate, Ref: approvalRef(key), Payload: Payload{Text: text}.Encode()}},
 	}
 	if v == core.VerdictAlways {
 		d.Rule = &core.AllowRule{Channel: a.Channel, Tool: a.Tool, Pattern: policy.AlwaysPattern(a.Subject), CreatedBy: by}

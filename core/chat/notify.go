@@ -108,6 +108,18 @@ func (s *Service) Claimed(ctx context.Context, j core.Job) []core.OutboxMessage 
 // failure as a post of its own, the files the job wrote to output/, the
 // final reaction and status.
 func (s *Service) Finishing(ctx context.Context, j core.Job, fin core.Finish) []core.OutboxMessage {
+	if fin.To == core.JobWaitingApproval && fin.Approval != nil && j.ParentJobID != 0 {
+		// A subtask says nothing itself, but its call waits for a person:
+		// the parent's thread asks.
+		home, err := s.approvalHome(ctx, j.TaskID)
+		if err != nil || home.Thread.Platform == core.PlatformSubtask {
+			s.log.Warn("the thread of a subtask's approval was not found; it waits for its timeout", "job", j.ID, "err", err)
+			return nil
+		}
+		msg := s.approvalMsgs(j, *fin.Approval)[0]
+		msg.TaskID, msg.JobID = home.ID, j.ID
+		return []core.OutboxMessage{msg}
+	}
 	task, ok := s.speaks(ctx, j)
 	if !ok {
 		return nil

@@ -72,7 +72,7 @@ func (m *movement) gate(ctx context.Context, call llm.ToolCall) policy.Decision 
 	}
 	d, err := e.cfg.Gate.Decide(ctx, policy.Request{
 		Kind: policy.Builtin, Tool: call.Name, Subject: policy.Subject(call.Name, call.Arguments),
-		Channel: channel(pr.task), Piece: pr.piece.Name, Requester: pr.task.OwnerUser,
+		Channel: pr.channel(ctx), Piece: pr.piece.Name, Requester: pr.task.OwnerUser,
 	})
 	if err != nil {
 		pr.log.Warn("the approvals policy could not decide; asking", "tool", call.Name, "err", err)
@@ -84,6 +84,27 @@ func (m *movement) gate(ctx context.Context, call llm.ToolCall) policy.Decision 
 // channel is the task's platform-qualified channel, as rules name it.
 func channel(t core.Task) string {
 	return string(t.Thread.Platform) + ":" + t.Thread.Channel
+}
+
+// channel is the platform-qualified channel the job's calls are judged in:
+// its task's, or for a subtask the parent task's, so that a rule for a
+// channel holds for the subtasks its requests split into. A parent that
+// cannot be read leaves the subtask's own channel, which no rule names:
+// rules for every channel still apply, the defaults too.
+func (pr *pieceRun) channel(ctx context.Context) string {
+	if pr.homeChannel != "" {
+		return pr.homeChannel
+	}
+	pr.homeChannel = channel(pr.task)
+	if pr.task.ParentTaskID != 0 {
+		parent, err := pr.e.store.Task(ctx, pr.task.ParentTaskID)
+		if err != nil {
+			pr.log.Warn("the parent task of a subtask could not be read; its calls are judged in its own channel", "parent", pr.task.ParentTaskID, "err", err)
+			return pr.homeChannel
+		}
+		pr.homeChannel = channel(parent)
+	}
+	return pr.homeChannel
 }
 
 // parkAt stops the movement at call, which waits for a person's decision;
@@ -111,7 +132,7 @@ func (m *movement) parkAt(ctx context.Context, call llm.ToolCall, rest []llm.Too
 	now := e.cfg.Now()
 	a := core.Approval{
 		Tool: call.Name, Arguments: call.Arguments, CallID: call.ID, Subject: subject,
-		Preview: preview(call.Name, call.Arguments, subject), Channel: channel(pr.task), Requester: pr.task.OwnerUser,
+		Preview: preview(call.Name, call.Arguments, subject), Channel: pr.channel(ctx), Requester: pr.task.OwnerUser,
 		Rule: d.Rule, CreatedAt: now, Deadline: now.Add(e.cfg.ApprovalTimeout),
 	}
 	return outcome{Next: waitApproval, park: &park{approval: a, checkpoint: string(data)}}, nil

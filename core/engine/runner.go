@@ -60,6 +60,8 @@ type pieceRun struct {
 
 	seen int64 // the newest comment the run has seen (first prompt or steering)
 
+	homeChannel string // where its calls are judged (see channel); "" until asked
+
 	prepared bool // the workspace's input/ and output/ exist
 
 	mu               sync.Mutex
