@@ -205,7 +205,14 @@ func (s *Store) RevokeAllowRule(ctx context.Context, channel string, id int64) e
 		if err != nil {
 			return err
 		}
-		return oneRow(res)
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return core.ErrNotFound
+		}
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("revoke allow rule %d of %s: %w", id, channel, err)

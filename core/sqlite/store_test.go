@@ -47,39 +47,6 @@ func newTask(t testing.TB, s *Store) core.Task {
 	return task
 }
 
-// newJob creates a queued job on a fresh task.
-func newJob(t testing.TB, s *Store) core.Job {
-	t.Helper()
-	task := newTask(t, s)
-	j, err := s.CreateJob(t.Context(), core.Job{TaskID: task.ID, Piece: "default", Instruction: "do it"})
-	if err != nil {
-		t.Fatalf("CreateJob: %v", err)
-	}
-	return j
-}
-
-func mustJob(t testing.TB, s *Store, id int64) core.Job {
-	t.Helper()
-	j, err := s.Job(t.Context(), id)
-	if err != nil {
-		t.Fatalf("Job(%d): %v", id, err)
-	}
-	return j
-}
-
-func eventKinds(t testing.TB, s *Store, jobID int64) []string {
-	t.Helper()
-	evs, err := s.Events(t.Context(), jobID)
-	if err != nil {
-		t.Fatalf("Events(%d): %v", jobID, err)
-	}
-	var kinds []string
-	for _, e := range evs {
-		kinds = append(kinds, e.Kind)
-	}
-	return kinds
-}
-
 func TestOpenMigrateReopen(t *testing.T) {
 	ctx := t.Context()
 	dir := t.TempDir()
@@ -242,36 +209,6 @@ func TestBusyWriteGivesUp(t *testing.T) {
 	_, err = s.SeenInbound(ctx, "k", time.Now())
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
-	}
-}
-
-func TestConcurrentWriters(t *testing.T) {
-	s := newStore(t)
-	task := newTask(t, s)
-	const goroutines, each = 20, 50
-	var wg sync.WaitGroup
-	errs := make(chan error, goroutines*each)
-	for g := range goroutines {
-		wg.Go(func() {
-			for i := range each {
-				_, err := s.AddComment(t.Context(), core.Comment{TaskID: task.ID, PlatformMsgID: fmt.Sprintf("%d-%d", g, i), Text: "x"})
-				if err != nil {
-					errs <- err
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Errorf("AddComment: %v", err)
-	}
-	cs, err := s.RecentComments(t.Context(), task.ID, goroutines*each+10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(cs) != goroutines*each {
-		t.Errorf("stored %d comments, want %d", len(cs), goroutines*each)
 	}
 }
 

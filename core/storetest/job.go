@@ -1,4 +1,4 @@
-package sqlite
+package storetest
 
 import (
 	"errors"
@@ -7,16 +7,9 @@ import (
 	"time"
 
 	"github.com/baton-bot/baton/core"
-	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
-// ignoreTimes leaves the store-set timestamps out of a comparison; tests
-// check them on their own.
-var ignoreTimes = cmpopts.IgnoreFields(core.Job{}, "CreatedAt", "QueuedAt", "StartedAt", "FinishedAt", "AbortRequestedAt")
-
-func TestCreateJob(t *testing.T) {
-	s := newStore(t)
+func testCreateJob(t *testing.T, s core.Store) {
 	ctx := t.Context()
 	task := newTask(t, s)
 	old := newJob(t, s)
@@ -32,17 +25,17 @@ func TestCreateJob(t *testing.T) {
 	}
 	want := core.Job{ID: j.ID, TaskID: task.ID, RetryOf: old.ID, Piece: "coding", Instruction: "fix it",
 		State: core.JobQueued, Movement: "implement", ResumeMovement: "plan", Lessons: `["keep it short"]`}
-	if diff := cmp.Diff(want, j, ignoreTimes); diff != "" {
-		t.Errorf("CreateJob (-want +got):\n%s", diff)
+	if d := diff(withoutTimes(want), withoutTimes(j)); d != "" {
+		t.Errorf("CreateJob:\n%s", d)
 	}
 	if j.CreatedAt.IsZero() || !j.StartedAt.IsZero() || !j.FinishedAt.IsZero() || !j.AbortRequestedAt.IsZero() {
 		t.Errorf("times = created %v started %v finished %v abort %v; want only created", j.CreatedAt, j.StartedAt, j.FinishedAt, j.AbortRequestedAt)
 	}
-	if diff := cmp.Diff(j, mustJob(t, s, j.ID)); diff != "" {
-		t.Errorf("Job after CreateJob (-want +got):\n%s", diff)
+	if d := diff(j, mustJob(t, s, j.ID)); d != "" {
+		t.Errorf("Job after CreateJob:\n%s", d)
 	}
-	if diff := cmp.Diff([]string{core.EventCreated}, eventKinds(t, s, j.ID)); diff != "" {
-		t.Errorf("events (-want +got):\n%s", diff)
+	if d := diff([]string{core.EventCreated}, eventKinds(t, s, j.ID)); d != "" {
+		t.Errorf("events:\n%s", d)
 	}
 
 	for name, bad := range map[string]core.Job{
@@ -59,8 +52,7 @@ func TestCreateJob(t *testing.T) {
 	}
 }
 
-func TestJobsActiveJobCount(t *testing.T) {
-	s := newStore(t)
+func testJobsActiveJobCount(t *testing.T, s core.Store) {
 	ctx := t.Context()
 	task := newTask(t, s)
 	mk := func(parent int64) core.Job {
@@ -110,8 +102,8 @@ func TestJobsActiveJobCount(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(tt.want, ids(js)); diff != "" {
-				t.Errorf("Jobs(%+v) (-want +got):\n%s", tt.f, diff)
+			if d := diff(tt.want, ids(js)); d != "" {
+				t.Errorf("Jobs(%+v):\n%s", tt.f, d)
 			}
 		})
 	}
@@ -126,13 +118,12 @@ func TestJobsActiveJobCount(t *testing.T) {
 	}
 	want := map[core.JobState]int64{core.JobQueued: 2, core.JobRunning: 1, core.JobAborted: 1,
 		core.JobWaitingHuman: 0, core.JobWaitingSubtasks: 0, core.JobWaitingApproval: 0, core.JobSucceeded: 0, core.JobFailed: 0}
-	if diff := cmp.Diff(want, counts); diff != "" {
-		t.Errorf("CountJobs (-want +got):\n%s", diff)
+	if d := diff(want, counts); d != "" {
+		t.Errorf("CountJobs:\n%s", d)
 	}
 }
 
-func TestEvents(t *testing.T) {
-	s := newStore(t)
+func testEvents(t *testing.T, s core.Store) {
 	ctx := t.Context()
 	j := newJob(t, s)
 	at := time.Date(2025, 3, 4, 5, 6, 7, 8_000_000, time.UTC)
@@ -151,8 +142,8 @@ func TestEvents(t *testing.T) {
 		{JobID: j.ID, At: at, Kind: "tool_call", Movement: "plan", Detail: "bash ls"},
 		{JobID: j.ID, Kind: core.EventError, Detail: "boom"},
 	}
-	if diff := cmp.Diff(want, evs, cmpopts.IgnoreFields(core.JobEvent{}, "ID", "At")); diff != "" {
-		t.Errorf("Events (-want +got):\n%s", diff)
+	if d := diff(bareEvents(want), bareEvents(evs)); d != "" {
+		t.Errorf("Events:\n%s", d)
 	}
 	if len(evs) == 3 && (!evs[1].At.Equal(at) || evs[2].At.IsZero() || evs[0].ID >= evs[1].ID) {
 		t.Errorf("event times/ids wrong: %+v", evs)
@@ -162,8 +153,7 @@ func TestEvents(t *testing.T) {
 	}
 }
 
-func TestStartJob(t *testing.T) {
-	s := newStore(t)
+func testStartJob(t *testing.T, s core.Store) {
 	ctx := t.Context()
 	j := newJob(t, s)
 
@@ -195,16 +185,15 @@ func TestStartJob(t *testing.T) {
 		t.Errorf("restarted = %+v; want attempt 5, no failures, first StartedAt %v", again, started.StartedAt)
 	}
 	want := []string{core.EventCreated, core.EventClaimed, core.EventRequeued, core.EventClaimed}
-	if diff := cmp.Diff(want, eventKinds(t, s, j.ID)); diff != "" {
-		t.Errorf("events (-want +got):\n%s", diff)
+	if d := diff(want, eventKinds(t, s, j.ID)); d != "" {
+		t.Errorf("events:\n%s", d)
 	}
 	if _, err := s.StartJob(ctx, 999, 1); !errors.Is(err, core.ErrNotFound) {
 		t.Errorf("StartJob on a missing job: %v, want ErrNotFound", err)
 	}
 }
 
-func TestStartJobTakeover(t *testing.T) {
-	s := newStore(t)
+func testStartJobTakeover(t *testing.T, s core.Store) {
 	ctx := t.Context()
 	j := reach(t, s, core.JobRunning)
 	if err := s.SaveProgress(ctx, j.ID, 1, core.Progress{Movement: "implement", MovementCount: 2}); err != nil {
@@ -218,8 +207,8 @@ func TestStartJobTakeover(t *testing.T) {
 		t.Errorf("taken over = %+v; want running at attempt 2, one failure, movement kept", taken)
 	}
 	want := []string{core.EventCreated, core.EventClaimed, core.EventLeaseLost, core.EventClaimed}
-	if diff := cmp.Diff(want, eventKinds(t, s, j.ID)); diff != "" {
-		t.Errorf("events (-want +got):\n%s", diff)
+	if d := diff(want, eventKinds(t, s, j.ID)); d != "" {
+		t.Errorf("events:\n%s", d)
 	}
 
 	// The old attempt's writes change nothing.
@@ -232,8 +221,8 @@ func TestStartJobTakeover(t *testing.T) {
 		Outbox:   []core.OutboxMessage{{Kind: core.OutboxPost, Payload: "{}"}}}); !errors.Is(err, core.ErrStale) {
 		t.Errorf("stale FinishJob: %v, want ErrStale", err)
 	}
-	if diff := cmp.Diff(before, mustJob(t, s, j.ID)); diff != "" {
-		t.Errorf("stale writes changed the job (-before +after):\n%s", diff)
+	if d := diff(before, mustJob(t, s, j.ID)); d != "" {
+		t.Errorf("stale writes changed the job (want before, got after):\n%s", d)
 	}
 	if cs, _ := s.RecentComments(ctx, j.TaskID, 10); len(cs) != 0 {
 		t.Errorf("stale finish stored comments: %v", cs)
@@ -241,8 +230,8 @@ func TestStartJobTakeover(t *testing.T) {
 	if msgs, _ := s.DueOutbox(ctx, core.PlatformSlack, time.Now(), 0); len(msgs) != 0 {
 		t.Errorf("stale finish stored outbox messages: %v", msgs)
 	}
-	if diff := cmp.Diff(want, eventKinds(t, s, j.ID)); diff != "" {
-		t.Errorf("stale writes changed events (-want +got):\n%s", diff)
+	if d := diff(want, eventKinds(t, s, j.ID)); d != "" {
+		t.Errorf("stale writes changed events:\n%s", d)
 	}
 
 	// A failed run requeued for retry counts, a graceful one does not.
@@ -263,8 +252,7 @@ func TestStartJobTakeover(t *testing.T) {
 	}
 }
 
-func TestSaveProgress(t *testing.T) {
-	s := newStore(t)
+func testSaveProgress(t *testing.T, s core.Store) {
 	ctx := t.Context()
 	j := reach(t, s, core.JobRunning)
 	p := core.Progress{Movement: "review", MovementCount: 3, Iteration: 7, Lessons: `["a","b"]`, PromptTokens: 1200, CompletionTokens: 340}
@@ -275,8 +263,8 @@ func TestSaveProgress(t *testing.T) {
 	want := j
 	want.Movement, want.MovementCount, want.Iteration, want.Lessons = "review", 3, 7, `["a","b"]`
 	want.PromptTokens, want.CompletionTokens = 1200, 340
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("after SaveProgress (-want +got):\n%s", diff)
+	if d := diff(want, got); d != "" {
+		t.Errorf("after SaveProgress:\n%s", d)
 	}
 	if err := s.SaveProgress(ctx, j.ID, 2, p); !errors.Is(err, core.ErrStale) {
 		t.Errorf("SaveProgress with a future attempt: %v, want ErrStale", err)
@@ -293,10 +281,9 @@ func TestSaveProgress(t *testing.T) {
 	}
 }
 
-// TestStartJobRace races two claims of one job, attempts 1 and 2, each
+// testStartJobRace races two claims of one job, attempts 1 and 2, each
 // followed by a finish: never do both attempts commit their finish.
-func TestStartJobRace(t *testing.T) {
-	s := newStore(t)
+func testStartJobRace(t *testing.T, s core.Store) {
 	ctx := t.Context()
 	for range 30 {
 		j := newJob(t, s)
@@ -338,7 +325,7 @@ func TestStartJobRace(t *testing.T) {
 	}
 }
 
-func TestFinishJob(t *testing.T) {
+func testFinishJob(t *testing.T, s core.Store) {
 	tests := []struct {
 		name   string
 		f      core.Finish
@@ -410,7 +397,6 @@ func TestFinishJob(t *testing.T) {
 			event: core.EventRequeued, detail: "queued: timeout",
 		},
 	}
-	s := newStore(t)
 	ctx := t.Context()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -419,11 +405,11 @@ func TestFinishJob(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(tt.want(j), got, ignoreTimes); diff != "" {
-				t.Errorf("FinishJob (-want +got):\n%s", diff)
+			if d := diff(withoutTimes(tt.want(j)), withoutTimes(got)); d != "" {
+				t.Errorf("FinishJob:\n%s", d)
 			}
-			if diff := cmp.Diff(got, mustJob(t, s, j.ID)); diff != "" {
-				t.Errorf("stored job differs from the returned one (-returned +stored):\n%s", diff)
+			if d := diff(got, mustJob(t, s, j.ID)); d != "" {
+				t.Errorf("stored job differs from the returned one (want returned, got stored):\n%s", d)
 			}
 			if tt.f.To.Terminal() == got.FinishedAt.IsZero() {
 				t.Errorf("FinishedAt = %v for %s", got.FinishedAt, tt.f.To)
@@ -440,8 +426,7 @@ func TestFinishJob(t *testing.T) {
 	}
 }
 
-func TestFinishJobWritesEverything(t *testing.T) {
-	s := newStore(t)
+func testFinishJobWritesEverything(t *testing.T, s core.Store) {
 	ctx := t.Context()
 	j := reach(t, s, core.JobRunning)
 	childTasks := []core.Task{newTask(t, s), newTask(t, s)}
@@ -479,8 +464,8 @@ func TestFinishJobWritesEverything(t *testing.T) {
 		{TaskID: childTasks[1].ID, ParentJobID: j.ID, Piece: "research", Instruction: "part two", State: core.JobQueued},
 		{TaskID: childTasks[0].ID, ParentJobID: j.ID, Piece: "coding", Instruction: "part one", State: core.JobQueued},
 	}
-	if diff := cmp.Diff(wantChildren, gotChildren); diff != "" {
-		t.Errorf("children (-want +got):\n%s", diff)
+	if d := diff(wantChildren, gotChildren); d != "" {
+		t.Errorf("children:\n%s", d)
 	}
 	cs, err := s.RecentComments(ctx, j.TaskID, 10)
 	if err != nil {
@@ -489,33 +474,20 @@ func TestFinishJobWritesEverything(t *testing.T) {
 	if len(cs) != 1 || cs[0].Text != "splitting the work" || cs[0].Role != core.RoleBot || cs[0].TaskID != j.TaskID {
 		t.Errorf("comments = %+v; want the bot comment on the job's task", cs)
 	}
-	var msgs []core.OutboxMessage
-	rows, err := s.reader.QueryContext(ctx, `SELECT `+outboxCols+` FROM outbox o WHERE task_id = ? ORDER BY seq`, j.TaskID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		m, err := scanOutbox(rows)
-		if err != nil {
-			t.Fatal(err)
-		}
-		msgs = append(msgs, m)
-	}
+	msgs := outboxWhere(t, s, func(m core.OutboxMessage) bool { return m.TaskID == j.TaskID }, bySeq)
 	want := []core.OutboxMessage{
 		{TaskID: j.TaskID, Seq: 1, Kind: core.OutboxPost, Payload: "status", State: core.OutboxPending},
 		{TaskID: j.TaskID, JobID: j.ID, Attempt: j.Attempt, Seq: 2, Kind: core.OutboxUpdate, Payload: `{"text":"2 subtasks"}`, State: core.OutboxPending},
 		{TaskID: j.TaskID, JobID: j.ID, Attempt: j.Attempt, Seq: 3, Kind: core.OutboxReact, Payload: `{"name":"hourglass"}`, State: core.OutboxPending},
 	}
-	if diff := cmp.Diff(want, msgs, cmpopts.IgnoreFields(core.OutboxMessage{}, "ID", "CreatedAt")); diff != "" {
-		t.Errorf("outbox (-want +got):\n%s", diff)
+	if d := diff(want, bareOutbox(msgs)); d != "" {
+		t.Errorf("outbox:\n%s", d)
 	}
 }
 
-// TestFinishJobAllOrNothing makes one part of a finish fail and checks
+// testFinishJobAllOrNothing makes one part of a finish fail and checks
 // that nothing of it was written.
-func TestFinishJobAllOrNothing(t *testing.T) {
-	s := newStore(t)
+func testFinishJobAllOrNothing(t *testing.T, s core.Store) {
 	ctx := t.Context()
 	tests := []struct {
 		name string
@@ -544,11 +516,11 @@ func TestFinishJobAllOrNothing(t *testing.T) {
 			if _, err := s.FinishJob(ctx, j.ID, j.Attempt, tt.f(j)); err == nil {
 				t.Fatal("FinishJob succeeded, want an error")
 			}
-			if diff := cmp.Diff(j, mustJob(t, s, j.ID)); diff != "" {
-				t.Errorf("failed finish changed the job (-before +after):\n%s", diff)
+			if d := diff(j, mustJob(t, s, j.ID)); d != "" {
+				t.Errorf("failed finish changed the job (want before, got after):\n%s", d)
 			}
-			if diff := cmp.Diff(events, eventKinds(t, s, j.ID)); diff != "" {
-				t.Errorf("failed finish changed events (-before +after):\n%s", diff)
+			if d := diff(events, eventKinds(t, s, j.ID)); d != "" {
+				t.Errorf("failed finish changed events (want before, got after):\n%s", d)
 			}
 			if js, _ := s.Jobs(ctx, core.JobFilter{ParentJobID: j.ID}); len(js) != 0 {
 				t.Errorf("failed finish created %d children", len(js))
@@ -556,16 +528,14 @@ func TestFinishJobAllOrNothing(t *testing.T) {
 			if cs, _ := s.RecentComments(ctx, j.TaskID, 10); len(cs) != 0 {
 				t.Errorf("failed finish stored comments: %+v", cs)
 			}
-			var n int
-			if err := s.reader.QueryRowContext(ctx, `SELECT COUNT(*) FROM outbox WHERE job_id = ?`, j.ID).Scan(&n); err != nil || n != 0 {
-				t.Errorf("failed finish stored %d outbox messages (%v)", n, err)
+			if msgs := outboxWhere(t, s, func(m core.OutboxMessage) bool { return m.JobID == j.ID || m.TaskID == j.TaskID }, byID); len(msgs) != 0 {
+				t.Errorf("failed finish stored %d outbox messages: %+v", len(msgs), msgs)
 			}
 		})
 	}
 }
 
-func TestFailJob(t *testing.T) {
-	s := newStore(t)
+func testFailJob(t *testing.T, s core.Store) {
 	ctx := t.Context()
 	for _, from := range core.JobStates {
 		t.Run(string(from), func(t *testing.T) {
@@ -579,8 +549,8 @@ func TestFailJob(t *testing.T) {
 				}
 				want := j
 				want.State, want.Error = core.JobFailed, "poison job"
-				if diff := cmp.Diff(want, got, ignoreTimes); diff != "" {
-					t.Errorf("FailJob (-want +got):\n%s", diff)
+				if d := diff(withoutTimes(want), withoutTimes(got)); d != "" {
+					t.Errorf("FailJob:\n%s", d)
 				}
 				if got.FinishedAt.IsZero() {
 					t.Error("FinishedAt not set")
@@ -589,15 +559,15 @@ func TestFailJob(t *testing.T) {
 				if from == core.JobQueued {
 					wantEvents = append(events, core.EventClaimed, core.EventFinished)
 				}
-				if diff := cmp.Diff(wantEvents, eventKinds(t, s, j.ID)); diff != "" {
-					t.Errorf("events (-want +got):\n%s", diff)
+				if d := diff(wantEvents, eventKinds(t, s, j.ID)); d != "" {
+					t.Errorf("events:\n%s", d)
 				}
 			case from.Terminal():
 				if err != nil {
 					t.Fatalf("FailJob on %s: %v, want no error", from, err)
 				}
-				if diff := cmp.Diff(j, got); diff != "" {
-					t.Errorf("FailJob changed a terminal job (-before +after):\n%s", diff)
+				if d := diff(j, got); d != "" {
+					t.Errorf("FailJob changed a terminal job (want before, got after):\n%s", d)
 				}
 			default:
 				var te *core.TransitionError
@@ -606,8 +576,8 @@ func TestFailJob(t *testing.T) {
 				}
 			}
 			if from != core.JobQueued && from != core.JobRunning {
-				if diff := cmp.Diff(j, mustJob(t, s, j.ID)); diff != "" {
-					t.Errorf("job changed (-before +after):\n%s", diff)
+				if d := diff(j, mustJob(t, s, j.ID)); d != "" {
+					t.Errorf("job changed (want before, got after):\n%s", d)
 				}
 			}
 		})
@@ -617,8 +587,7 @@ func TestFailJob(t *testing.T) {
 	}
 }
 
-func TestResumeJob(t *testing.T) {
-	s := newStore(t)
+func testResumeJob(t *testing.T, s core.Store) {
 	ctx := t.Context()
 	for _, from := range []core.JobState{core.JobWaitingHuman, core.JobWaitingSubtasks} {
 		t.Run(string(from), func(t *testing.T) {
@@ -678,8 +647,8 @@ func TestResumeJob(t *testing.T) {
 		if ok, err := s.ResumeJob(ctx, j.ID, j.WaitSeq); ok || err != nil {
 			t.Errorf("ResumeJob on %s = %v, %v; want false, nil", from, ok, err)
 		}
-		if diff := cmp.Diff(j, mustJob(t, s, j.ID)); diff != "" {
-			t.Errorf("ResumeJob on %s changed it (-before +after):\n%s", from, diff)
+		if d := diff(j, mustJob(t, s, j.ID)); d != "" {
+			t.Errorf("ResumeJob on %s changed it (want before, got after):\n%s", from, d)
 		}
 	}
 	if _, err := s.ResumeJob(ctx, 999, 1); !errors.Is(err, core.ErrNotFound) {
@@ -687,8 +656,7 @@ func TestResumeJob(t *testing.T) {
 	}
 }
 
-func TestRequestAbort(t *testing.T) {
-	s := newStore(t)
+func testRequestAbort(t *testing.T, s core.Store) {
 	ctx := t.Context()
 	for _, from := range core.JobStates {
 		t.Run(string(from), func(t *testing.T) {
@@ -698,41 +666,41 @@ func TestRequestAbort(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(got, mustJob(t, s, j.ID)); diff != "" {
-				t.Errorf("returned job differs from the stored one (-returned +stored):\n%s", diff)
+			if d := diff(got, mustJob(t, s, j.ID)); d != "" {
+				t.Errorf("returned job differs from the stored one (want returned, got stored):\n%s", d)
 			}
 			switch {
 			case from.Terminal():
-				if diff := cmp.Diff(j, got); diff != "" {
-					t.Errorf("abort changed a terminal job (-before +after):\n%s", diff)
+				if d := diff(j, got); d != "" {
+					t.Errorf("abort changed a terminal job (want before, got after):\n%s", d)
 				}
-				if diff := cmp.Diff(events, eventKinds(t, s, j.ID)); diff != "" {
-					t.Errorf("abort changed a terminal job's events (-before +after):\n%s", diff)
+				if d := diff(events, eventKinds(t, s, j.ID)); d != "" {
+					t.Errorf("abort changed a terminal job's events (want before, got after):\n%s", d)
 				}
 				return
 			case from == core.JobRunning:
 				want := j
 				want.AbortedBy = "U5"
-				if diff := cmp.Diff(want, got, ignoreTimes); diff != "" {
-					t.Errorf("abort of a running job (-want +got):\n%s", diff)
+				if d := diff(withoutTimes(want), withoutTimes(got)); d != "" {
+					t.Errorf("abort of a running job:\n%s", d)
 				}
 				if !got.FinishedAt.IsZero() {
 					t.Error("running job got FinishedAt")
 				}
-				if diff := cmp.Diff(append(events, core.EventAbortAsk), eventKinds(t, s, j.ID)); diff != "" {
-					t.Errorf("events (-want +got):\n%s", diff)
+				if d := diff(append(events, core.EventAbortAsk), eventKinds(t, s, j.ID)); d != "" {
+					t.Errorf("events:\n%s", d)
 				}
 			default:
 				want := j
 				want.State, want.AbortedBy = core.JobAborted, "U5"
-				if diff := cmp.Diff(want, got, ignoreTimes); diff != "" {
-					t.Errorf("abort of a %s job (-want +got):\n%s", from, diff)
+				if d := diff(withoutTimes(want), withoutTimes(got)); d != "" {
+					t.Errorf("abort of a %s job:\n%s", from, d)
 				}
 				if got.FinishedAt.IsZero() {
 					t.Error("aborted job has no FinishedAt")
 				}
-				if diff := cmp.Diff(append(events, core.EventAbortAsk, core.EventFinished), eventKinds(t, s, j.ID)); diff != "" {
-					t.Errorf("events (-want +got):\n%s", diff)
+				if d := diff(append(events, core.EventAbortAsk, core.EventFinished), eventKinds(t, s, j.ID)); d != "" {
+					t.Errorf("events:\n%s", d)
 				}
 			}
 			if got.AbortRequestedAt.IsZero() {
@@ -763,12 +731,11 @@ func TestRequestAbort(t *testing.T) {
 	}
 }
 
-// TestFinishAfterAbortRequest checks that a run ending just after an abort
+// testFinishAfterAbortRequest checks that a run ending just after an abort
 // was requested cannot land its result: only aborted (or a requeue) is
 // accepted.
-func TestFinishAfterAbortRequest(t *testing.T) {
+func testFinishAfterAbortRequest(t *testing.T, s core.Store) {
 	ctx := t.Context()
-	s := newStore(t)
 	j := newJob(t, s)
 	if _, err := s.StartJob(ctx, j.ID, 1); err != nil {
 		t.Fatal(err)
@@ -800,8 +767,7 @@ func TestFinishAfterAbortRequest(t *testing.T) {
 	}
 }
 
-func TestJobTrigger(t *testing.T) {
-	s := newStore(t)
+func testJobTrigger(t *testing.T, s core.Store) {
 	task := newTask(t, s)
 	j, err := s.CreateJob(t.Context(), core.Job{TaskID: task.ID, Piece: "chat", Instruction: "hi", TriggerMsgID: "1700.42"})
 	if err != nil {
@@ -812,10 +778,9 @@ func TestJobTrigger(t *testing.T) {
 	}
 }
 
-// TestStartJobNotes writes the claim's notices with the claim, and none
+// testStartJobNotes writes the claim's notices with the claim, and none
 // when the claim is refused.
-func TestStartJobNotes(t *testing.T) {
-	s := newStore(t)
+func testStartJobNotes(t *testing.T, s core.Store) {
 	ctx := t.Context()
 	j := newJob(t, s)
 	note := core.OutboxMessage{Kind: core.OutboxUpdate, Payload: `{"text":"working"}`}
@@ -826,16 +791,15 @@ func TestStartJobNotes(t *testing.T) {
 	if _, err := s.StartJob(ctx, j.ID, 1, note); !errors.Is(err, core.ErrStale) {
 		t.Fatalf("stale claim: err = %v, want ErrStale", err)
 	}
-	got := outboxRows(t, s, `WHERE o.job_id = ?`, j.ID)
+	got := outboxWhere(t, s, func(m core.OutboxMessage) bool { return m.JobID == j.ID }, byID)
 	if len(got) != 1 || got[0].TaskID != j.TaskID || got[0].Attempt != 1 || got[0].Payload != note.Payload {
 		t.Errorf("outbox after the claims = %+v; want the one note of attempt 1", got)
 	}
 }
 
-// TestSaveProgressEvents records the events given with the progress, and
+// testSaveProgressEvents records the events given with the progress, and
 // none when the save is refused.
-func TestSaveProgressEvents(t *testing.T) {
-	s := newStore(t)
+func testSaveProgressEvents(t *testing.T, s core.Store) {
 	ctx := t.Context()
 	j := newJob(t, s)
 	if _, err := s.StartJob(ctx, j.ID, 1); err != nil {
@@ -851,15 +815,14 @@ func TestSaveProgressEvents(t *testing.T) {
 		t.Fatalf("stale save: err = %v, want ErrStale", err)
 	}
 	want := []string{core.EventCreated, core.EventClaimed, "movement_finished", "movement_started"}
-	if diff := cmp.Diff(want, eventKinds(t, s, j.ID)); diff != "" {
-		t.Errorf("events (-want +got):\n%s", diff)
+	if d := diff(want, eventKinds(t, s, j.ID)); d != "" {
+		t.Errorf("events:\n%s", d)
 	}
 }
 
-// TestQueuedAt follows when a job last became queued: created, requeued,
+// testQueuedAt follows when a job last became queued: created, requeued,
 // resumed; a takeover from a lost lease leaves it unknown.
-func TestQueuedAt(t *testing.T) {
-	s := newStore(t)
+func testQueuedAt(t *testing.T, s core.Store) {
 	ctx := t.Context()
 	j := newJob(t, s)
 	if j.QueuedAt.IsZero() || !j.QueuedAt.Equal(j.CreatedAt) {

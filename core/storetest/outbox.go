@@ -1,19 +1,16 @@
-package sqlite
+package storetest
 
 import (
 	"errors"
 	"fmt"
-	"strings"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/baton-bot/baton/core"
-	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
-func TestAddOutboxSeq(t *testing.T) {
-	s := newStore(t)
+func testAddOutboxSeq(t *testing.T, s core.Store) {
 	ctx := t.Context()
 	a, b := newTask(t, s), newTask(t, s)
 	j := reach(t, s, core.JobRunning)
@@ -30,8 +27,17 @@ func TestAddOutboxSeq(t *testing.T) {
 	if err := s.AddOutbox(ctx); err != nil {
 		t.Errorf("AddOutbox with nothing: %v", err)
 	}
+
+	// One bad message stores none.
+	err := s.AddOutbox(ctx, core.OutboxMessage{TaskID: a.ID, Kind: core.OutboxPost}, core.OutboxMessage{TaskID: 999, Kind: core.OutboxPost})
+	if !errors.Is(err, core.ErrNotFound) {
+		t.Errorf("AddOutbox with a missing task: %v, want ErrNotFound", err)
+	}
+	if st, err := s.OutboxStats(ctx); err != nil || st[core.PlatformSlack].Pending != 4 {
+		t.Errorf("outbox holds %+v (%v), want 4 pending", st, err)
+	}
 	var got []core.OutboxMessage
-	for _, m := range outboxRows(t, s, `ORDER BY id`) {
+	for _, m := range outboxWhere(t, s, func(core.OutboxMessage) bool { return true }, byID) {
 		if m.CreatedAt.IsZero() || m.ID == 0 {
 			t.Errorf("message %+v has no id or creation time", m)
 		}
@@ -43,23 +49,12 @@ func TestAddOutboxSeq(t *testing.T) {
 		{TaskID: a.ID, Seq: 2, Kind: core.OutboxReact, Payload: "a2", State: core.OutboxPending},
 		{TaskID: a.ID, JobID: j.ID, Attempt: 1, Seq: 3, Kind: core.OutboxUpload, Payload: "a3", State: core.OutboxPending},
 	}
-	if diff := cmp.Diff(want, got, cmpopts.IgnoreFields(core.OutboxMessage{}, "ID", "CreatedAt")); diff != "" {
-		t.Errorf("outbox (-want +got):\n%s", diff)
-	}
-
-	// One bad message stores none.
-	err := s.AddOutbox(ctx, core.OutboxMessage{TaskID: a.ID, Kind: core.OutboxPost}, core.OutboxMessage{TaskID: 999, Kind: core.OutboxPost})
-	if !errors.Is(err, core.ErrNotFound) {
-		t.Errorf("AddOutbox with a missing task: %v, want ErrNotFound", err)
-	}
-	var n int
-	if err := s.reader.QueryRowContext(ctx, `SELECT COUNT(*) FROM outbox`).Scan(&n); err != nil || n != 4 {
-		t.Errorf("outbox holds %d messages (%v), want 4", n, err)
+	if d := diff(want, bareOutbox(got)); d != "" {
+		t.Errorf("outbox:\n%s", d)
 	}
 }
 
-func TestDueOutbox(t *testing.T) {
-	s := newStore(t)
+func testDueOutbox(t *testing.T, s core.Store) {
 	ctx := t.Context()
 	now := time.Date(2025, 5, 1, 12, 0, 0, 0, time.UTC)
 	mkTask := func(p core.Platform, thread string) core.Task {
@@ -77,7 +72,10 @@ func TestDueOutbox(t *testing.T) {
 		}
 	}
 	add(t2, "t2-1", time.Time{})
-	add(t1, "t1-1", now.Add(-time.Minute))
+	// An update under a ref, so that RefMessage shows what OutboxSent kept.
+	if err := s.AddOutbox(ctx, core.OutboxMessage{TaskID: t1.ID, Kind: core.OutboxUpdate, Ref: "card", Payload: "t1-1", NextTryAt: now.Add(-time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
 	add(t1, "t1-2", time.Time{})
 	add(t2, "t2-2", time.Time{})
 	add(t3, "t3-1", now.Add(time.Minute)) // first not due yet: the task waits
@@ -85,23 +83,29 @@ func TestDueOutbox(t *testing.T) {
 	add(t4, "t4-1", now) // due exactly now
 	add(d1, "d1-1", time.Time{})
 
-	due := func(p core.Platform, limit int) []string {
+	seen := map[string]core.OutboxMessage{} // by payload, as last due
+	dueAt := func(p core.Platform, at time.Time, limit int) []string {
 		t.Helper()
-		msgs, err := s.DueOutbox(ctx, p, now, limit)
+		msgs, err := s.DueOutbox(ctx, p, at, limit)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var out []string
 		for _, m := range msgs {
 			out = append(out, m.Payload)
+			seen[m.Payload] = m
 		}
 		return out
 	}
+	due := func(p core.Platform, limit int) []string {
+		t.Helper()
+		return dueAt(p, now, limit)
+	}
 	byPayload := func(payload string) core.OutboxMessage {
 		t.Helper()
-		m, err := scanOutbox(s.reader.QueryRowContext(ctx, `SELECT `+outboxCols+` FROM outbox o WHERE payload = ?`, payload))
-		if err != nil {
-			t.Fatal(err)
+		m, ok := seen[payload]
+		if !ok {
+			t.Fatalf("message %q was never due", payload)
 		}
 		return m
 	}
@@ -123,6 +127,16 @@ func TestDueOutbox(t *testing.T) {
 			if err := s.OutboxRetry(ctx, byPayload("t2-1").ID, now.Add(time.Second), "429"); err != nil {
 				t.Fatal(err)
 			}
+			// Due again at its next try, the try and its error recorded.
+			if got := dueAt(core.PlatformSlack, now.Add(time.Second), 0); !slices.Contains(got, "t2-1") {
+				t.Fatalf("due at the retry's time = %v, want t2-1 among them", got)
+			}
+			retried := byPayload("t2-1")
+			want := core.OutboxMessage{ID: retried.ID, TaskID: t2.ID, Seq: 1, Kind: core.OutboxPost, Payload: "t2-1",
+				State: core.OutboxPending, Tries: 1, NextTryAt: now.Add(time.Second), LastError: "429", CreatedAt: retried.CreatedAt}
+			if d := diff(want, retried); d != "" {
+				t.Errorf("retried message:\n%s", d)
+			}
 		}, []string{"t1-2", "t4-1"}, 0},
 		{"a failed message lets the next go", func() {
 			if err := s.OutboxFail(ctx, byPayload("t2-1").ID, "channel gone"); err != nil {
@@ -132,38 +146,37 @@ func TestDueOutbox(t *testing.T) {
 	}
 	for _, st := range steps {
 		st.action()
-		if diff := cmp.Diff(st.slack, due(core.PlatformSlack, st.limit), cmpopts.EquateEmpty()); diff != "" {
-			t.Errorf("%s: slack due (-want +got):\n%s", st.name, diff)
+		if d := diff(st.slack, due(core.PlatformSlack, st.limit)); d != "" {
+			t.Errorf("%s: slack due:\n%s", st.name, d)
 		}
 	}
-	if diff := cmp.Diff([]string{"d1-1"}, due(core.PlatformDiscord, 10)); diff != "" {
-		t.Errorf("discord due (-want +got):\n%s", diff)
+	if d := diff([]string{"d1-1"}, due(core.PlatformDiscord, 10)); d != "" {
+		t.Errorf("discord due:\n%s", d)
 	}
 	if got := due(core.PlatformConsole, 10); len(got) != 0 {
 		t.Errorf("console due = %v, want none", got)
 	}
 
-	sent, err := s.Outbox(ctx, byPayload("t1-1").ID)
+	if got, err := s.RefMessage(ctx, t1.ID, "card"); err != nil || got != "ts-1" {
+		t.Errorf("RefMessage of the sent message = %q, %v; want ts-1", got, err)
+	}
+	st, err := s.OutboxStats(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sent.State != core.OutboxSent || sent.PlatformMsgID != "ts-1" {
-		t.Errorf("sent message = %+v", sent)
+	if got := st[core.PlatformSlack]; got.Failed != 1 || got.Pending != 5 {
+		t.Errorf("slack stats = %+v; want 1 failed (t2-1) and 5 pending (t1-2, t2-2, t3-1, t3-2, t4-1)", got)
 	}
-	failed := byPayload("t2-1")
-	want := core.OutboxMessage{ID: failed.ID, TaskID: t2.ID, Seq: 1, Kind: core.OutboxPost, Payload: "t2-1",
-		State: core.OutboxFailed, Tries: 2, NextTryAt: now.Add(time.Second), LastError: "channel gone", CreatedAt: failed.CreatedAt}
-	if diff := cmp.Diff(want, failed); diff != "" {
-		t.Errorf("failed message (-want +got):\n%s", diff)
+	// A failed message is never due again.
+	for _, m := range drainOutbox(t, s) {
+		if m.Payload == "t2-1" {
+			t.Errorf("the failed message was due again: %+v", m)
+		}
 	}
 	for name, err := range map[string]error{
 		"sent":  s.OutboxSent(ctx, 999, "x"),
 		"retry": s.OutboxRetry(ctx, 999, now, "x"),
 		"fail":  s.OutboxFail(ctx, 999, "x"),
-		"get": func() error {
-			_, err := s.Outbox(ctx, 999)
-			return err
-		}(),
 	} {
 		if !errors.Is(err, core.ErrNotFound) {
 			t.Errorf("%s on a missing message: %v, want ErrNotFound", name, err)
@@ -171,10 +184,9 @@ func TestDueOutbox(t *testing.T) {
 	}
 }
 
-// TestDueOutboxOrder checks seq order within a task over many messages:
+// testDueOutboxOrder checks seq order within a task over many messages:
 // delivering each due message in turn yields them in the order written.
-func TestDueOutboxOrder(t *testing.T) {
-	s := newStore(t)
+func testDueOutboxOrder(t *testing.T, s core.Store) {
 	ctx := t.Context()
 	a, b := newTask(t, s), newTask(t, s)
 	var want []string
@@ -208,84 +220,13 @@ func TestDueOutboxOrder(t *testing.T) {
 			}
 		}
 	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("delivery order (-want +got):\n%s", diff)
+	if d := diff(want, got); d != "" {
+		t.Errorf("delivery order:\n%s", d)
 	}
 }
 
-func TestInbound(t *testing.T) {
-	s := newStore(t)
+func testStatusMessage(t *testing.T, s core.Store) {
 	ctx := t.Context()
-	base := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-	steps := []struct {
-		key   string
-		at    time.Time
-		first bool
-	}{
-		{"slack:Ev1", base, true},
-		{"slack:Ev1", base.Add(time.Hour), false},
-		{"slack:Ev2", base.Add(2 * time.Hour), true},
-		{"discord:m1", base.Add(3 * time.Hour), true},
-		{"slack:Ev2", base.Add(4 * time.Hour), false},
-	}
-	for i, st := range steps {
-		first, err := s.SeenInbound(ctx, st.key, st.at)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if first != st.first {
-			t.Errorf("step %d SeenInbound(%s) = %v, want %v", i, st.key, first, st.first)
-		}
-	}
-	for keys, want := range map[string]bool{"slack:Ev1": true, "slack:Ev9 discord:m1": true, "slack:Ev9": false, "": false} {
-		if known, err := s.InboundKnown(ctx, strings.Fields(keys)); err != nil || known != want {
-			t.Errorf("InboundKnown(%s) = %v, %v; want %v", keys, known, err, want)
-		}
-	}
-	if first, err := s.SeenInbound(ctx, "slack:Ev9", base.Add(3*time.Hour)); err != nil || !first {
-		t.Errorf("InboundKnown recorded a key: SeenInbound = %v, %v", first, err)
-	}
-	n, err := s.PruneInbound(ctx, base.Add(2*time.Hour))
-	if err != nil || n != 1 {
-		t.Errorf("PruneInbound = %d, %v; want 1", n, err)
-	}
-	// Pruned keys are new again; kept ones are not.
-	for key, want := range map[string]bool{"slack:Ev1": true, "slack:Ev2": false, "discord:m1": false} {
-		if first, err := s.SeenInbound(ctx, key, base.Add(5*time.Hour)); err != nil || first != want {
-			t.Errorf("after prune SeenInbound(%s) = %v, %v; want %v", key, first, err, want)
-		}
-	}
-	if n, err := s.PruneInbound(ctx, base.Add(24*time.Hour)); err != nil || n != 4 {
-		t.Errorf("PruneInbound all = %d, %v; want 4", n, err)
-	}
-}
-
-func TestInboundConcurrent(t *testing.T) {
-	s := newStore(t)
-	results := make(chan bool, 11)
-	for range 11 {
-		go func() {
-			first, err := s.SeenInbound(t.Context(), "slack:EvDup", time.Now())
-			if err != nil {
-				t.Error(err)
-			}
-			results <- first
-		}()
-	}
-	n := 0
-	for range 11 {
-		if <-results {
-			n++
-		}
-	}
-	if n != 1 {
-		t.Errorf("11 deliveries of one event: %d first, want 1", n)
-	}
-}
-
-func TestStatusMessage(t *testing.T) {
-	ctx := t.Context()
-	s := newStore(t)
 	j := newJob(t, s)
 	if _, err := s.StatusMessage(ctx, j.ID); !errors.Is(err, core.ErrNotFound) {
 		t.Fatalf("no status yet: err %v, want ErrNotFound", err)
@@ -309,9 +250,8 @@ func TestStatusMessage(t *testing.T) {
 	}
 }
 
-func TestOutboxStats(t *testing.T) {
+func testOutboxStats(t *testing.T, s core.Store) {
 	ctx := t.Context()
-	s := newStore(t)
 	j := newJob(t, s)
 	for range 3 {
 		if err := s.AddOutbox(ctx, core.OutboxMessage{TaskID: j.TaskID, Kind: core.OutboxPost, Payload: "{}"}); err != nil {
@@ -332,24 +272,49 @@ func TestOutboxStats(t *testing.T) {
 	}
 }
 
-// outboxRows reads the outbox messages the clause after FROM picks.
-func outboxRows(t *testing.T, s *Store, clause string, args ...any) []core.OutboxMessage {
-	t.Helper()
-	rows, err := s.reader.QueryContext(t.Context(), `SELECT `+outboxCols+` FROM outbox o `+clause, args...)
-	if err != nil {
+// testRefMessage: the first update delivered under a ref is the message
+// later updates under it edit; the status message is the job's first
+// update delivered under no ref.
+func testRefMessage(t *testing.T, s core.Store) {
+	ctx := t.Context()
+	j := newJob(t, s)
+	other := newTask(t, s)
+	if _, err := s.RefMessage(ctx, j.TaskID, "card"); !errors.Is(err, core.ErrNotFound) {
+		t.Fatalf("RefMessage before any delivery: %v, want ErrNotFound", err)
+	}
+	if err := s.AddOutbox(ctx,
+		core.OutboxMessage{TaskID: j.TaskID, JobID: j.ID, Kind: core.OutboxUpdate, Ref: "card", Payload: "c1"},
+		core.OutboxMessage{TaskID: j.TaskID, JobID: j.ID, Kind: core.OutboxUpdate, Ref: "card", Payload: "c2"},
+	); err != nil {
 		t.Fatal(err)
 	}
-	defer rows.Close()
-	var out []core.OutboxMessage
-	for rows.Next() {
-		m, err := scanOutbox(rows)
-		if err != nil {
+	deliver := func(payload, platformID string) {
+		t.Helper()
+		due, err := s.DueOutbox(ctx, core.PlatformSlack, time.Now().Add(time.Hour), 0)
+		if err != nil || len(due) != 1 || due[0].Payload != payload || due[0].Ref != "card" {
+			t.Fatalf("due = %+v, %v; want %s under ref card", due, err, payload)
+		}
+		if err := s.OutboxSent(ctx, due[0].ID, platformID); err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, m)
 	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
+	deliver("c1", "m1")
+	if got, err := s.RefMessage(ctx, j.TaskID, "card"); err != nil || got != "m1" {
+		t.Errorf("RefMessage = %q, %v; want m1", got, err)
 	}
-	return out
+	if got, err := s.StatusMessage(ctx, j.ID); !errors.Is(err, core.ErrNotFound) {
+		t.Errorf("StatusMessage = %q, %v; an update under a ref is not the status message", got, err)
+	}
+	deliver("c2", "m2")
+	if got, err := s.RefMessage(ctx, j.TaskID, "card"); err != nil || got != "m1" {
+		t.Errorf("RefMessage after a second delivery = %q, %v; want the first, m1", got, err)
+	}
+	for _, tc := range []struct {
+		task int64
+		ref  string
+	}{{other.ID, "card"}, {j.TaskID, "other"}, {j.TaskID, ""}} {
+		if got, err := s.RefMessage(ctx, tc.task, tc.ref); !errors.Is(err, core.ErrNotFound) {
+			t.Errorf("RefMessage(%d, %q) = %q, %v; want ErrNotFound", tc.task, tc.ref, got, err)
+		}
+	}
 }

@@ -1,4 +1,4 @@
-package sqlite
+package storetest
 
 import (
 	"errors"
@@ -6,11 +6,9 @@ import (
 	"time"
 
 	"github.com/baton-bot/baton/core"
-	"github.com/google/go-cmp/cmp"
 )
 
-func TestIngest(t *testing.T) {
-	s := newStore(t)
+func testIngest(t *testing.T, s core.Store) {
 	ctx := t.Context()
 	thread := core.ThreadRef{Platform: core.PlatformSlack, Team: "T1", Channel: "C1", Thread: "100.1"}
 	at := time.Now()
@@ -55,8 +53,8 @@ func TestIngest(t *testing.T) {
 		}
 		return out
 	}
-	if diff := cmp.Diff([]string{"earlier", "please"}, texts()); diff != "" {
-		t.Errorf("comments (-want +got):\n%s", diff)
+	if d := diff([]string{"earlier", "please"}, texts()); d != "" {
+		t.Errorf("comments:\n%s", d)
 	}
 
 	// Delivered again: by the same event, by another event of the same
@@ -75,8 +73,8 @@ func TestIngest(t *testing.T) {
 	if err != nil || len(jobs) != 1 {
 		t.Errorf("jobs after duplicates = %d, %v; want 1", len(jobs), err)
 	}
-	if diff := cmp.Diff([]string{"earlier", "please"}, texts()); diff != "" {
-		t.Errorf("comments after duplicates (-want +got):\n%s", diff)
+	if d := diff([]string{"earlier", "please"}, texts()); d != "" {
+		t.Errorf("comments after duplicates:\n%s", d)
 	}
 
 	// A later message of the thread while the job is active: a comment.
@@ -87,15 +85,14 @@ func TestIngest(t *testing.T) {
 	if later.Duplicate || later.TaskCreated || later.Task.ID != first.Task.ID || later.Job.ID != 0 || later.Active.ID != first.Job.ID {
 		t.Errorf("later message: %+v", later)
 	}
-	if diff := cmp.Diff([]string{"earlier", "please", "and also"}, texts()); diff != "" {
-		t.Errorf("comments (-want +got):\n%s", diff)
+	if d := diff([]string{"earlier", "please", "and also"}, texts()); d != "" {
+		t.Errorf("comments:\n%s", d)
 	}
 }
 
-// TestIngestWritesNothingInPart fails the job's insert: no key, task or
+// testIngestWritesNothingInPart fails the job's insert: no key, task or
 // comment is left behind, so a redelivery is handled afresh.
-func TestIngestWritesNothingInPart(t *testing.T) {
-	s := newStore(t)
+func testIngestWritesNothingInPart(t *testing.T, s core.Store) {
 	ctx := t.Context()
 	thread := core.ThreadRef{Platform: core.PlatformSlack, Team: "T1", Channel: "C1", Thread: "200.1"}
 	in := core.Inbound{

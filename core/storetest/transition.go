@@ -1,16 +1,15 @@
-package sqlite
+package storetest
 
 import (
 	"errors"
 	"testing"
 
 	"github.com/baton-bot/baton/core"
-	"github.com/google/go-cmp/cmp"
 )
 
 // reach creates a job and drives it to state through the store's public
 // methods, the way Baton does.
-func reach(t testing.TB, s *Store, state core.JobState) core.Job {
+func reach(t *testing.T, s core.Store, state core.JobState) core.Job {
 	t.Helper()
 	ctx := t.Context()
 	j := newJob(t, s)
@@ -45,7 +44,7 @@ func reach(t testing.TB, s *Store, state core.JobState) core.Job {
 
 // move tries to take job j to state to through every public method that
 // can reach to, stopping at the first that changes the job.
-func move(t testing.TB, s *Store, j core.Job, to core.JobState) {
+func move(t *testing.T, s core.Store, j core.Job, to core.JobState) {
 	t.Helper()
 	ctx := t.Context()
 	finish := func() {
@@ -81,18 +80,17 @@ func move(t testing.TB, s *Store, j core.Job, to core.JobState) {
 	}
 }
 
-// TestTransitionTable checks every from × to pair: a change through the
+// testTransitionTable checks every from × to pair: a change through the
 // store happens exactly when core.CanTransition allows it, and a refused
 // change leaves the job and its history as they were.
-func TestTransitionTable(t *testing.T) {
-	s := newStore(t)
+func testTransitionTable(t *testing.T, s core.Store) {
 	for _, from := range core.JobStates {
 		for _, to := range core.JobStates {
 			t.Run(string(from)+"_to_"+string(to), func(t *testing.T) {
 				if from == core.JobRunning && to == core.JobRunning {
 					// A new attempt taking over a running job is the
 					// lease-lost path running -> queued -> running in one
-					// step; TestStartJobTakeover covers it.
+					// step; jobs/StartJobTakeover covers it.
 					t.Skip("running -> running is the lease-lost takeover")
 				}
 				j := reach(t, s, from)
@@ -105,20 +103,19 @@ func TestTransitionTable(t *testing.T) {
 					}
 					return
 				}
-				if diff := cmp.Diff(j, got); diff != "" {
-					t.Errorf("refused %s -> %s changed the job (-before +after):\n%s", from, to, diff)
+				if d := diff(j, got); d != "" {
+					t.Errorf("refused %s -> %s changed the job (want before, got after):\n%s", from, to, d)
 				}
-				if diff := cmp.Diff(events, eventKinds(t, s, j.ID)); diff != "" {
-					t.Errorf("refused %s -> %s changed the history (-before +after):\n%s", from, to, diff)
+				if d := diff(events, eventKinds(t, s, j.ID)); d != "" {
+					t.Errorf("refused %s -> %s changed the history (want before, got after):\n%s", from, to, d)
 				}
 			})
 		}
 	}
 }
 
-// TestTransitionErrors checks the error each refused change reports.
-func TestTransitionErrors(t *testing.T) {
-	s := newStore(t)
+// testTransitionErrors checks the error each refused change reports.
+func testTransitionErrors(t *testing.T, s core.Store) {
 	ctx := t.Context()
 	for _, from := range []core.JobState{core.JobWaitingHuman, core.JobWaitingSubtasks, core.JobWaitingApproval, core.JobSucceeded, core.JobFailed, core.JobAborted} {
 		t.Run("start_"+string(from), func(t *testing.T) {
@@ -128,8 +125,8 @@ func TestTransitionErrors(t *testing.T) {
 			if !errors.As(err, &te) {
 				t.Fatalf("StartJob on %s: %v, want *core.TransitionError", from, err)
 			}
-			if diff := cmp.Diff(core.TransitionError{JobID: j.ID, From: from, To: core.JobRunning}, *te); diff != "" {
-				t.Errorf("TransitionError (-want +got):\n%s", diff)
+			if d := diff(core.TransitionError{JobID: j.ID, From: from, To: core.JobRunning}, *te); d != "" {
+				t.Errorf("TransitionError:\n%s", d)
 			}
 		})
 	}
@@ -141,8 +138,8 @@ func TestTransitionErrors(t *testing.T) {
 			if !errors.As(err, &te) || te.From != core.JobRunning || te.To != to {
 				t.Fatalf("FinishJob to %q: %v, want *core.TransitionError running -> %q", to, err, to)
 			}
-			if diff := cmp.Diff(j, mustJob(t, s, j.ID)); diff != "" {
-				t.Errorf("refused finish changed the job (-before +after):\n%s", diff)
+			if d := diff(j, mustJob(t, s, j.ID)); d != "" {
+				t.Errorf("refused finish changed the job (want before, got after):\n%s", d)
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package sqlite
+package storetest
 
 import (
 	"errors"
@@ -10,12 +10,9 @@ import (
 	"time"
 
 	"github.com/baton-bot/baton/core"
-	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
-func TestEnsureTask(t *testing.T) {
-	s := newStore(t)
+func testEnsureTask(t *testing.T, s core.Store) {
 	ctx := t.Context()
 	ref := core.ThreadRef{Platform: core.PlatformSlack, Team: "T1", Channel: "C1", Thread: "1700.1"}
 	before := time.Now().Add(-time.Second)
@@ -24,13 +21,13 @@ func TestEnsureTask(t *testing.T) {
 	if err != nil || !created {
 		t.Fatalf("EnsureTask = %v, %v; want created", created, err)
 	}
-	if !regexp.MustCompile(`^` + regexp.QuoteMeta(filepath.Join(s.root, strconv.FormatInt(task.ID, 10))) + `-[0-9a-f]{16}$`).MatchString(task.Workspace) {
-		t.Errorf("workspace %q: want %s/<id>-<16 hex digits>", task.Workspace, s.root)
+	if !regexp.MustCompile(`^` + strconv.FormatInt(task.ID, 10) + `-[0-9a-f]{16}$`).MatchString(filepath.Base(task.Workspace)) {
+		t.Errorf("workspace %q: want <root>/<id>-<16 hex digits>", task.Workspace)
 	}
 	want := core.Task{ID: task.ID, Thread: ref, OwnerUser: "U1", Title: "first",
 		Workspace: task.Workspace, CreatedAt: task.CreatedAt, UpdatedAt: task.UpdatedAt}
-	if diff := cmp.Diff(want, task); diff != "" {
-		t.Errorf("created task (-want +got):\n%s", diff)
+	if d := diff(want, task); d != "" {
+		t.Errorf("created task:\n%s", d)
 	}
 	if task.ID == 0 || task.CreatedAt.Before(before) || task.CreatedAt.Location() != time.UTC {
 		t.Errorf("task ID %d, CreatedAt %v: want an id and a recent UTC time", task.ID, task.CreatedAt)
@@ -40,16 +37,16 @@ func TestEnsureTask(t *testing.T) {
 	if err != nil || created {
 		t.Fatalf("EnsureTask again = %v, %v; want existing", created, err)
 	}
-	if diff := cmp.Diff(task, again); diff != "" {
-		t.Errorf("existing task (-want +got):\n%s", diff)
+	if d := diff(task, again); d != "" {
+		t.Errorf("existing task:\n%s", d)
 	}
 
 	byThread, err := s.TaskByThread(ctx, ref)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(task, byThread); diff != "" {
-		t.Errorf("TaskByThread (-want +got):\n%s", diff)
+	if d := diff(task, byThread); d != "" {
+		t.Errorf("TaskByThread:\n%s", d)
 	}
 
 	// Another thread in the same channel, a subtask with its own workspace.
@@ -63,8 +60,7 @@ func TestEnsureTask(t *testing.T) {
 	}
 }
 
-func TestEnsureTaskErrors(t *testing.T) {
-	s := newStore(t)
+func testEnsureTaskErrors(t *testing.T, s core.Store) {
 	ctx := t.Context()
 	if _, _, err := s.EnsureTask(ctx, core.Task{Thread: core.ThreadRef{Channel: "C"}}); err == nil {
 		t.Error("EnsureTask without platform succeeded")
@@ -81,8 +77,7 @@ func TestEnsureTaskErrors(t *testing.T) {
 	}
 }
 
-func TestEnsureTaskConcurrent(t *testing.T) {
-	s := newStore(t)
+func testEnsureTaskConcurrent(t *testing.T, s core.Store) {
 	ref := core.ThreadRef{Platform: core.PlatformDiscord, Team: "G", Channel: "TH", Thread: "TH"}
 	ids := make(chan int64, 10)
 	creations := make(chan bool, 10)
@@ -109,8 +104,7 @@ func TestEnsureTaskConcurrent(t *testing.T) {
 	}
 }
 
-func TestAddComment(t *testing.T) {
-	s := newStore(t)
+func testAddComment(t *testing.T, s core.Store) {
 	ctx := t.Context()
 	task := newTask(t, s)
 	at := time.Date(2025, 1, 2, 3, 4, 5, 6_000_000, time.UTC)
@@ -122,16 +116,16 @@ func TestAddComment(t *testing.T) {
 	}
 	want := core.Comment{ID: c.ID, TaskID: task.ID, PlatformMsgID: "m1", AuthorID: "U1", AuthorName: "Ann",
 		Role: core.RoleUser, Text: "hi", Files: []string{"input/a.txt", "input/b.png"}, CreatedAt: at}
-	if diff := cmp.Diff(want, c); diff != "" {
-		t.Errorf("AddComment (-want +got):\n%s", diff)
+	if d := diff(want, c); d != "" {
+		t.Errorf("AddComment:\n%s", d)
 	}
 
 	dup, err := s.AddComment(ctx, core.Comment{TaskID: task.ID, PlatformMsgID: "m1", Text: "again"})
 	if !errors.Is(err, core.ErrDuplicate) {
 		t.Fatalf("duplicate AddComment: %v, want ErrDuplicate", err)
 	}
-	if diff := cmp.Diff(want, dup); diff != "" {
-		t.Errorf("duplicate returns the stored comment (-want +got):\n%s", diff)
+	if d := diff(want, dup); d != "" {
+		t.Errorf("duplicate returns the stored comment:\n%s", d)
 	}
 
 	// The same message id in another task, and comments without one, are new.
@@ -166,8 +160,7 @@ func TestAddComment(t *testing.T) {
 
 // A message's original markup is kept beside the text the model reads,
 // and not stored twice when they are the same.
-func TestCommentOriginal(t *testing.T) {
-	s := newStore(t)
+func testCommentOriginal(t *testing.T, s core.Store) {
 	ctx := t.Context()
 	task := newTask(t, s)
 	for _, c := range []core.Comment{
@@ -187,13 +180,12 @@ func TestCommentOriginal(t *testing.T) {
 		got = append(got, [2]string{c.Text, c.Original})
 	}
 	want := [][2]string{{"@alice look at #ops", "<@U1> look at <#C1|ops>"}, {"plain", ""}}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("stored text and original (-want +got):\n%s", diff)
+	if d := diff(want, got); d != "" {
+		t.Errorf("stored text and original:\n%s", d)
 	}
 }
 
-func TestRecentComments(t *testing.T) {
-	s := newStore(t)
+func testRecentComments(t *testing.T, s core.Store) {
 	ctx := t.Context()
 	task := newTask(t, s)
 	other := newTask(t, s)
@@ -243,16 +235,18 @@ func TestRecentComments(t *testing.T) {
 					t.Errorf("comment %d id %d not after %d", i, c.ID, cs[i-1].ID)
 				}
 			}
-			if diff := cmp.Diff(tt.want, got, cmpopts.EquateEmpty()); diff != "" {
-				t.Errorf("RecentComments(%d) (-want +got):\n%s", tt.n, diff)
+			if len(tt.want) == 0 && len(got) == 0 {
+				return
+			}
+			if d := diff(tt.want, got); d != "" {
+				t.Errorf("RecentComments(%d):\n%s", tt.n, d)
 			}
 		})
 	}
 }
 
-func TestRetireThread(t *testing.T) {
+func testRetireThread(t *testing.T, s core.Store) {
 	ctx := t.Context()
-	s := newStore(t)
 	old := newTask(t, s)
 	if err := s.RetireThread(ctx, old.ID); err != nil {
 		t.Fatal(err)
@@ -269,14 +263,19 @@ func TestRetireThread(t *testing.T) {
 	}
 }
 
-// TestTasks: the listing is newest first and pages by ID; it filters on
+// testTasks: the listing is newest first and pages by ID; it filters on
 // the platform, on the state of each task's newest job (not of an older
 // one) and on the creation time.
-func TestTasks(t *testing.T) {
-	s := newStore(t)
+func testTasks(t *testing.T, s core.Store) {
 	ctx := t.Context()
+	// Creation times strictly apart, oldest first: each task is created
+	// once the clock has moved past the previous one's creation.
+	var prev core.Task
 	mk := func(p core.Platform, thread string, jobs ...bool) core.Task {
 		t.Helper()
+		for prev.ID != 0 && !time.Now().After(prev.CreatedAt.Add(2*time.Millisecond)) {
+			time.Sleep(time.Millisecond)
+		}
 		task, _, err := s.EnsureTask(ctx, core.Task{Thread: core.ThreadRef{Platform: p, Channel: "c", Thread: thread}, Title: thread})
 		if err != nil {
 			t.Fatal(err)
@@ -292,6 +291,10 @@ func TestTasks(t *testing.T) {
 				}
 			}
 		}
+		if prev.ID != 0 && !task.CreatedAt.After(prev.CreatedAt) {
+			t.Fatalf("task %d created at %v, not after task %d at %v (the premise of this test)", task.ID, task.CreatedAt, prev.ID, prev.CreatedAt)
+		}
+		prev = task
 		return task
 	}
 	slack := mk(core.PlatformSlack, "s", false)
@@ -299,13 +302,6 @@ func TestTasks(t *testing.T) {
 	none := mk(core.PlatformAPI, "n")
 	requeued := mk(core.PlatformAPI, "r", true, false) // an aborted job, then a queued one
 	last := mk(core.PlatformAPI, "l", false)
-	// Creation times an hour apart, oldest first.
-	base := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
-	for i, task := range []core.Task{slack, aborted, none, requeued, last} {
-		if _, err := s.writer.ExecContext(ctx, `UPDATE tasks SET created_at = ? WHERE id = ?`, base.Add(time.Duration(i)*time.Hour).UnixMilli(), task.ID); err != nil {
-			t.Fatal(err)
-		}
-	}
 	ids := func(f core.TaskFilter) []int64 {
 		t.Helper()
 		got, err := s.Tasks(ctx, f)
@@ -332,12 +328,12 @@ func TestTasks(t *testing.T) {
 		{"queued: the newest job counts", core.TaskFilter{Platform: api, State: core.JobQueued}, []int64{last.ID, requeued.ID}},
 		{"aborted: an older job does not count", core.TaskFilter{Platform: api, State: core.JobAborted}, []int64{aborted.ID}},
 		{"no task in the state", core.TaskFilter{State: core.JobRunning}, []int64{}},
-		{"since, inclusive", core.TaskFilter{Platform: api, Since: base.Add(2 * time.Hour)}, []int64{last.ID, requeued.ID, none.ID}},
-		{"since and state and page", core.TaskFilter{Since: base.Add(time.Hour), State: core.JobQueued, Before: last.ID}, []int64{requeued.ID}},
+		{"since, inclusive", core.TaskFilter{Platform: api, Since: none.CreatedAt}, []int64{last.ID, requeued.ID, none.ID}},
+		{"since and state and page", core.TaskFilter{Since: aborted.CreatedAt, State: core.JobQueued, Before: last.ID}, []int64{requeued.ID}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, ids(tc.f)); diff != "" {
-				t.Errorf("Tasks(%+v) ids (-want +got):\n%s", tc.f, diff)
+			if d := diff(tc.want, ids(tc.f)); d != "" {
+				t.Errorf("Tasks(%+v) ids:\n%s", tc.f, d)
 			}
 		})
 	}
@@ -349,7 +345,32 @@ func TestTasks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(want, got[0]); diff != "" || !got[0].CreatedAt.Equal(base.Add(4*time.Hour)) {
-		t.Errorf("listed task (-want +got):\n%s", diff)
+	if d := diff(want, got[0]); d != "" || !got[0].CreatedAt.Equal(last.CreatedAt) {
+		t.Errorf("listed task:\n%s", d)
+	}
+}
+
+// testWorkspace: a task created without a workspace gets
+// <root>/<id>-<16 hex digits>, one root for every task of the store, a
+// name that never repeats; a given workspace is kept.
+func testWorkspace(t *testing.T, s core.Store) {
+	a, b := newTask(t, s), newTask(t, s)
+	for _, task := range []core.Task{a, b} {
+		if !regexp.MustCompile(`^` + strconv.FormatInt(task.ID, 10) + `-[0-9a-f]{16}$`).MatchString(filepath.Base(task.Workspace)) {
+			t.Errorf("task %d workspace %q: want <root>/<id>-<16 hex digits>", task.ID, task.Workspace)
+		}
+	}
+	if root := filepath.Dir(a.Workspace); root == "." || root != filepath.Dir(b.Workspace) {
+		t.Errorf("workspaces %q and %q: want both under the store's workspace root", a.Workspace, b.Workspace)
+	}
+	if a.Workspace == b.Workspace {
+		t.Errorf("two tasks share workspace %q", a.Workspace)
+	}
+	given, _, err := s.EnsureTask(t.Context(), core.Task{Thread: core.ThreadRef{Platform: core.PlatformAPI, Thread: "given"}, Workspace: "/srv/given"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Task(t.Context(), given.ID); err != nil || got.Workspace != "/srv/given" || given.Workspace != "/srv/given" {
+		t.Errorf("task with a workspace given: %q, stored %q, %v; want /srv/given", given.Workspace, got.Workspace, err)
 	}
 }
