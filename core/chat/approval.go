@@ -201,9 +201,14 @@ func (s *Service) record(ctx context.Context, a core.Approval, v core.Verdict, b
 	if v == core.VerdictAlways {
 		d.Rule = &core.AllowRule{Channel: a.Channel, Tool: a.Tool, Pattern: policy.AlwaysPattern(a.Subject), CreatedBy: by}
 	}
-	decided, j, err := s.store.DecideApproval(ctx, d)
+	_, j, err := s.store.DecideApproval(ctx, d)
 	if errors.Is(err, core.ErrDecided) {
-		return Reply{Text: s.say("approval_decided", "who", s.decider(decided.DecidedBy), "state", string(decided.State))}, nil
+		// Another decision came first: say whose, as it stands now.
+		now, rerr := s.store.Approval(ctx, a.JobID, a.WaitSeq)
+		if rerr != nil {
+			return Reply{}, rerr
+		}
+		return Reply{Text: s.say("approval_decided", "who", s.decider(now.DecidedBy), "state", string(now.State))}, nil
 	}
 	if err != nil {
 		return Reply{}, err

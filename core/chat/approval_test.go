@@ -157,6 +157,9 @@ func TestTwoClicksOneDecision(t *testing.T) {
 	for _, r := range replies {
 		if strings.Contains(r.Text, "already decided") {
 			notes++
+			if !strings.Contains(r.Text, "<@alice>") && !strings.Contains(r.Text, "<@root>") {
+				t.Errorf("the note %q does not say who decided", r.Text)
+			}
 		}
 	}
 	if notes != 1 {
