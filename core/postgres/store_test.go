@@ -339,3 +339,40 @@ func TestPingAfterClose(t *testing.T) {
 		t.Errorf("Heartbeat of a closed store: %v, want ErrClosed", err)
 	}
 }
+
+// TestLostConnectionRetried: a transaction whose connection the server
+// ends before it commits (a restart, an administrator) is run again on
+// another connection, and commits once.
+func TestLostConnectionRetried(t *testing.T) {
+	url := newSchema(t)
+	admin := adminConn(t)
+	s := openStore(t, url, Options{})
+	s.backoff = time.Millisecond
+	ctx := t.Context()
+	task := newTask(t, s)
+	calls := 0
+	err := s.tx(ctx, func(tx db) error {
+		calls++
+		if _, err := insertOutbox(ctx, tx, core.OutboxMessage{TaskID: task.ID, Kind: core.OutboxPost, Payload: "{}"}); err != nil {
+			return err
+		}
+		if calls == 1 {
+			var pid int
+			if err := tx.row(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+				return err
+			}
+			if _, err := admin.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid); err != nil {
+				t.Fatalf("terminate backend %d: %v", pid, err)
+			}
+		}
+		_, err := tx.exec(ctx, `SELECT 1`)
+		return err
+	})
+	if err != nil || calls != 2 {
+		t.Fatalf("transaction over a killed connection: %d calls, %v; want 2 and success", calls, err)
+	}
+	msgs, err := s.DueOutbox(ctx, core.PlatformSlack, time.Now(), 0)
+	if err != nil || len(msgs) != 1 || msgs[0].Seq != 1 {
+		t.Errorf("outbox = %+v, %v; want the one message of the second run, seq 1", msgs, err)
+	}
+}
