@@ -20,7 +20,17 @@ require (
 	github.com/gorilla/websocket v1.5.3
 )
 
-require golang.org/x/image v0.44.0
+require (
+	github.com/jackc/pgx/v5 v5.12.0
+	golang.org/x/image v0.44.0
+)
+
+require (
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	golang.org/x/sync v0.24.0 // indirect
+)
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect

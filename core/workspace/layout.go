@@ -3,15 +3,30 @@ package workspace
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
+
+// Dir names the workspace of a new task: root/<task id>-<16 random hex
+// digits>. The suffix keeps names from repeating even when task ids do (a
+// store lost and started afresh, an older copy restored), so that a new
+// task never opens the directory of an old one. A store chooses the name
+// once, when it creates the task, and keeps it: every reader of a task's
+// workspace uses Task.Workspace.
+func Dir(root string, taskID int64) string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return filepath.Join(root, strconv.FormatInt(taskID, 10)+"-"+hex.EncodeToString(b[:]))
+}
 
 // The directory that holds every task's workspace (<data_dir>/workspaces)
 // belongs to one store. Its owner file names the store's id; Claim checks

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -125,4 +126,17 @@ func TestClaim(t *testing.T) {
 			t.Errorf("Claim = %v; want ErrForeign naming workspace 1", err)
 		}
 	})
+}
+
+// TestDir: a new task's workspace is root/<id>-<16 hex digits>, and two
+// tasks of the same id (a store started afresh) never share one.
+func TestDir(t *testing.T) {
+	a, b := Dir("/data/workspaces", 42), Dir("/data/workspaces", 42)
+	re := regexp.MustCompile(`^/data/workspaces/42-[0-9a-f]{16}$`)
+	if !re.MatchString(a) || !re.MatchString(b) {
+		t.Errorf("Dir = %q, %q; want /data/workspaces/42-<16 hex digits>", a, b)
+	}
+	if a == b {
+		t.Errorf("two workspaces of task 42 are both %q", a)
+	}
 }

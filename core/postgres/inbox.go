@@ -1,0 +1,114 @@
+package postgres
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/baton-bot/baton/core"
+)
+
+const inboxCols = `id, platform, key, payload, received_at, tries, due_at, last_error`
+
+func scanInbox(r scanner) (core.InboxEvent, error) {
+	var e core.InboxEvent
+	var platform string
+	var received, due int64
+	if err := r.Scan(&e.ID, &platform, &e.Key, &e.Payload, &received, &e.Tries, &due, &e.LastError); err != nil {
+		return core.InboxEvent{}, notFound(err)
+	}
+	e.Platform, e.ReceivedAt, e.DueAt = core.Platform(platform), fromMS(received), fromMS(due)
+	return e, nil
+}
+
+// AddInbox implements core.InboxStore. It returns once the event is
+// committed: the caller may acknowledge it then. Of concurrent adds of one
+// key, one is first.
+func (s *Store) AddInbox(ctx context.Context, e core.InboxEvent) (core.InboxEvent, bool, error) {
+	if e.Platform == "" || e.Key == "" {
+		return core.InboxEvent{}, false, errors.New("add inbox: an event needs a platform and a key")
+	}
+	payload := e.Payload
+	if payload == nil {
+		payload = []byte{}
+	}
+	var out core.InboxEvent
+	var first bool
+	err := s.tx(ctx, func(tx db) error {
+		first = false
+		var err error
+		out, err = scanInbox(tx.row(ctx, `INSERT INTO inbox (platform, key, payload, received_at, tries, due_at)
+			VALUES ($1, $2, $3, $4, 1, $5) ON CONFLICT (platform, key) DO NOTHING RETURNING `+inboxCols,
+			string(e.Platform), e.Key, payload, ms(e.ReceivedAt), ms(e.DueAt)))
+		if err == nil {
+			first = true
+			return nil
+		}
+		if !errors.Is(err, core.ErrNotFound) {
+			return err
+		}
+		out, err = scanInbox(tx.row(ctx, `SELECT `+inboxCols+` FROM inbox WHERE platform = $1 AND key = $2`,
+			string(e.Platform), e.Key))
+		return err
+	})
+	if err != nil {
+		return core.InboxEvent{}, false, fmt.Errorf("add inbox %s event %q: %w", e.Platform, e.Key, err)
+	}
+	return out, first, nil
+}
+
+// ClaimInbox implements core.InboxStore. Events another claim holds
+// locked at the moment are skipped (FOR UPDATE SKIP LOCKED), so that
+// concurrent claims, from any process, never take the same event; each
+// one they take is theirs until now+lease.
+func (s *Store) ClaimInbox(ctx context.Context, platform core.Platform, now time.Time, lease time.Duration, limit int) ([]core.InboxEvent, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	var out []core.InboxEvent
+	err := s.tx(ctx, func(tx db) error {
+		rows, err := tx.query(ctx, `UPDATE inbox SET due_at = $1, tries = tries + 1
+			WHERE id IN (SELECT id FROM inbox WHERE platform = $2 AND due_at <= $3
+				ORDER BY received_at, id LIMIT $4 FOR UPDATE SKIP LOCKED)
+			RETURNING `+inboxCols, ms(now.Add(lease)), string(platform), ms(now), limit)
+		out, err = collect(rows, err, scanInbox)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim %s inbox: %w", platform, err)
+	}
+	// RETURNING gives no order.
+	slices.SortFunc(out, func(a, b core.InboxEvent) int {
+		return cmp.Or(a.ReceivedAt.Compare(b.ReceivedAt), cmp.Compare(a.ID, b.ID))
+	})
+	return out, nil
+}
+
+// InboxRetry implements core.InboxStore. An event no longer in the inbox
+// is an error wrapping core.ErrNotFound.
+func (s *Store) InboxRetry(ctx context.Context, id int64, next time.Time, lastErr string) error {
+	return s.inboxExec(ctx, "retry", id, `UPDATE inbox SET due_at = $1, last_error = $2 WHERE id = $3`, ms(next), lastErr, id)
+}
+
+// InboxDone implements core.InboxStore. An event no longer in the inbox
+// is an error wrapping core.ErrNotFound.
+func (s *Store) InboxDone(ctx context.Context, id int64) error {
+	return s.inboxExec(ctx, "remove", id, `DELETE FROM inbox WHERE id = $1`, id)
+}
+
+func (s *Store) inboxExec(ctx context.Context, op string, id int64, q string, args ...any) error {
+	err := s.tx(ctx, func(tx db) error {
+		n, err := tx.exec(ctx, q, args...)
+		if err == nil && n == 0 {
+			err = core.ErrNotFound
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("%s inbox event %d: %w", op, id, err)
+	}
+	return nil
+}

@@ -1,0 +1,630 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/baton-bot/baton/core"
+)
+
+const jobCols = `id, task_id, COALESCE(parent_job_id, 0), COALESCE(retry_of, 0), piece, instruction, state,
+	movement, resume_movement, movement_count, iteration, attempt, failures, question, wait_seq, lessons,
+	result_summary, error, abort_requested_at, aborted_by, prompt_tokens, completion_tokens,
+	created_at, started_at, finished_at, trigger_msg_id, queued_at`
+
+func scanJob(r scanner) (core.Job, error) {
+	var j core.Job
+	var state string
+	var abortAt, created, started, finished, queued int64
+	err := r.Scan(&j.ID, &j.TaskID, &j.ParentJobID, &j.RetryOf, &j.Piece, &j.Instruction, &state,
+		&j.Movement, &j.ResumeMovement, &j.MovementCount, &j.Iteration, &j.Attempt, &j.Failures, &j.Question,
+		&j.WaitSeq, &j.Lessons, &j.ResultSummary, &j.Error, &abortAt, &j.AbortedBy, &j.PromptTokens,
+		&j.CompletionTokens, &created, &started, &finished, &j.TriggerMsgID, &queued)
+	if err != nil {
+		return core.Job{}, notFound(err)
+	}
+	j.State = core.JobState(state)
+	j.AbortRequestedAt = fromMS(abortAt)
+	j.CreatedAt, j.StartedAt, j.FinishedAt = fromMS(created), fromMS(started), fromMS(finished)
+	j.QueuedAt = fromMS(queued)
+	return j, nil
+}
+
+func jobByID(ctx context.Context, d db, id int64) (core.Job, error) {
+	return scanJob(d.row(ctx, `SELECT `+jobCols+` FROM jobs WHERE id = $1`, id))
+}
+
+// lockJob reads job id in tx and keeps its row locked until the
+// transaction ends, so that what the caller checks on it holds until it
+// commits: every write about a job (claims, progress, finishes, aborts,
+// resumes, decisions) takes this lock first. FOR NO KEY UPDATE excludes
+// every other such write, as FOR UPDATE would, and leaves rows that
+// reference the job (events, outbox messages, children) writable
+// meanwhile.
+func lockJob(ctx context.Context, tx db, id int64) (core.Job, error) {
+	return scanJob(tx.row(ctx, `SELECT `+jobCols+` FROM jobs WHERE id = $1 FOR NO KEY UPDATE`, id))
+}
+
+func addEvent(ctx context.Context, d db, e core.JobEvent) (int64, error) {
+	if e.At.IsZero() {
+		e.At = now()
+	}
+	var id int64
+	err := d.row(ctx, `INSERT INTO job_events (job_id, at, kind, movement, detail)
+		VALUES ($1, $2, $3, $4, $5) RETURNING id`, e.JobID, ms(e.At), e.Kind, e.Movement, e.Detail).Scan(&id)
+	return id, constraint(err)
+}
+
+// insertJob stores j as a new queued job. Lifecycle fields (state, attempt,
+// failures, wait, result, abort, timestamps) start afresh; the rest (piece,
+// instruction, movement, lessons, counters) is kept, so that a retry can
+// start at the failed movement with the old lessons.
+func insertJob(ctx context.Context, tx db, j core.Job) (core.Job, error) {
+	at := ms(now())
+	out, err := scanJob(tx.row(ctx, `INSERT INTO jobs (task_id, parent_job_id, retry_of, piece, instruction, state,
+		movement, resume_movement, movement_count, iteration, lessons, prompt_tokens, completion_tokens, created_at,
+		trigger_msg_id, queued_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) RETURNING `+jobCols,
+		j.TaskID, nullID(j.ParentJobID), nullID(j.RetryOf), j.Piece, j.Instruction, string(core.JobQueued),
+		j.Movement, j.ResumeMovement, j.MovementCount, j.Iteration, j.Lessons, j.PromptTokens, j.CompletionTokens,
+		at, j.TriggerMsgID, at))
+	if err != nil {
+		return core.Job{}, constraint(err)
+	}
+	if _, err := addEvent(ctx, tx, core.JobEvent{JobID: out.ID, Kind: core.EventCreated, Detail: string(core.JobQueued)}); err != nil {
+		return core.Job{}, err
+	}
+	return out, nil
+}
+
+// CreateJob stores j in state queued and returns it with its ID (see
+// insertJob for which fields are kept). A missing task, parent job or
+// retried job is an error wrapping core.ErrNotFound.
+func (s *Store) CreateJob(ctx context.Context, j core.Job) (core.Job, error) {
+	var out core.Job
+	err := s.tx(ctx, func(tx db) error {
+		var err error
+		out, err = insertJob(ctx, tx, j)
+		return err
+	})
+	if err != nil {
+		return core.Job{}, fmt.Errorf("create job for task %d: %w", j.TaskID, err)
+	}
+	return out, nil
+}
+
+// Job returns the job with id, or an error wrapping core.ErrNotFound.
+func (s *Store) Job(ctx context.Context, id int64) (core.Job, error) {
+	j, err := jobByID(ctx, s.read(), id)
+	if err != nil {
+		return core.Job{}, fmt.Errorf("job %d: %w", id, err)
+	}
+	return j, nil
+}
+
+// Jobs returns the jobs matching f, newest first.
+func (s *Store) Jobs(ctx context.Context, f core.JobFilter) ([]core.Job, error) {
+	var where []string
+	var p placeholders
+	if f.TaskID != 0 {
+		where = append(where, "task_id = "+p.add(f.TaskID))
+	}
+	if f.ParentJobID != 0 {
+		where = append(where, "parent_job_id = "+p.add(f.ParentJobID))
+	}
+	if len(f.States) > 0 {
+		states := make([]string, len(f.States))
+		for i, st := range f.States {
+			states[i] = string(st)
+		}
+		where = append(where, "state = ANY("+p.add(states)+")")
+	}
+	q := `SELECT ` + jobCols + ` FROM jobs`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY id DESC"
+	if f.Limit > 0 {
+		q += " LIMIT " + p.add(f.Limit)
+	}
+	rows, err := s.read().query(ctx, q, p.args...)
+	jobs, err := collect(rows, err, scanJob)
+	if err != nil {
+		return nil, fmt.Errorf("jobs: %w", err)
+	}
+	return jobs, nil
+}
+
+// activeStates are the states in which a job is its task's active job.
+var activeStates = []string{string(core.JobQueued), string(core.JobRunning), string(core.JobWaitingHuman),
+	string(core.JobWaitingSubtasks), string(core.JobWaitingApproval)}
+
+func activeJob(ctx context.Context, d db, taskID int64) (core.Job, error) {
+	return scanJob(d.row(ctx, `SELECT `+jobCols+` FROM jobs
+		WHERE task_id = $1 AND state = ANY($2) ORDER BY id DESC LIMIT 1`, taskID, activeStates))
+}
+
+// ActiveJob returns the task's newest job in an active state (queued,
+// running, waiting_human, waiting_subtasks, waiting_approval), or an error
+// wrapping core.ErrNotFound.
+func (s *Store) ActiveJob(ctx context.Context, taskID int64) (core.Job, error) {
+	j, err := activeJob(ctx, s.read(), taskID)
+	if err != nil {
+		return core.Job{}, fmt.Errorf("active job of task %d: %w", taskID, err)
+	}
+	return j, nil
+}
+
+// StartJob marks the job running under attempt (see core.JobStore), in one
+// transaction holding the job's row: a queued job with an older attempt
+// is claimed (StartedAt set the first time, event "claimed"); a running
+// job with an older attempt lost its lease and is taken over (a failure
+// counted, events "lease_lost" and "claimed"). An attempt not above the
+// job's is refused with core.ErrStale; a waiting or terminal job with a
+// *core.TransitionError. notes are stored as outbox messages in the same
+// transaction.
+func (s *Store) StartJob(ctx context.Context, id, attempt int64, notes ...core.OutboxMessage) (core.Job, error) {
+	var out core.Job
+	err := s.tx(ctx, func(tx db) error {
+		j, err := lockJob(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if j.State != core.JobRunning {
+			if err := core.CheckTransition(id, j.State, core.JobRunning); err != nil {
+				return err
+			}
+		}
+		if attempt <= j.Attempt {
+			return fmt.Errorf("attempt %d, job is at attempt %d: %w", attempt, j.Attempt, core.ErrStale)
+		}
+		at := ms(now())
+		failures := 0
+		takeover := j.State == core.JobRunning
+		if takeover {
+			// The running attempt lost its lease: running -> queued (a
+			// failure) -> running, in one step.
+			failures = 1
+			if _, err := addEvent(ctx, tx, core.JobEvent{JobID: id, Kind: core.EventLeaseLost, Movement: j.Movement,
+				Detail: fmt.Sprintf("attempt %d lost its lease to attempt %d", j.Attempt, attempt)}); err != nil {
+				return err
+			}
+		}
+		// A takeover was requeued by the queue, not the store: when it
+		// became ready again is unknown.
+		n, err := tx.exec(ctx, `UPDATE jobs SET state = $1, attempt = $2, failures = failures + $3,
+			started_at = CASE WHEN started_at = 0 THEN $4 ELSE started_at END,
+			queued_at = CASE WHEN $5 THEN 0 ELSE queued_at END
+			WHERE id = $6 AND attempt = $7 AND state = $8`,
+			string(core.JobRunning), attempt, failures, at, takeover, id, j.Attempt, string(j.State))
+		if err != nil {
+			return err
+		}
+		if err := oneRow(n); err != nil {
+			return err
+		}
+		if _, err := addEvent(ctx, tx, core.JobEvent{JobID: id, Kind: core.EventClaimed, Movement: j.Movement,
+			Detail: fmt.Sprintf("attempt %d", attempt)}); err != nil {
+			return err
+		}
+		if err := insertJobOutbox(ctx, tx, j.TaskID, id, attempt, notes); err != nil {
+			return err
+		}
+		out, err = jobByID(ctx, tx, id)
+		return err
+	})
+	if err != nil {
+		return core.Job{}, fmt.Errorf("start job %d attempt %d: %w", id, attempt, err)
+	}
+	return out, nil
+}
+
+// oneRow checks that a fenced update inside a transaction hit its row; the
+// transaction holds the row's lock since it read it, so a miss means the
+// fence was wrong.
+func oneRow(n int64) error {
+	if n != 1 {
+		return fmt.Errorf("%d rows changed: %w", n, core.ErrStale)
+	}
+	return nil
+}
+
+// fence locks job id in tx (see lockJob) and checks that it is running
+// under attempt: ErrNotFound when there is no such job, ErrStale
+// otherwise. What the transaction writes after it commits only if the
+// attempt still holds the job.
+func fence(ctx context.Context, tx db, id, attempt int64) (core.Job, error) {
+	j, err := lockJob(ctx, tx, id)
+	if err != nil {
+		return core.Job{}, err
+	}
+	if j.State != core.JobRunning || j.Attempt != attempt {
+		return core.Job{}, fmt.Errorf("job is %s at attempt %d: %w", j.State, j.Attempt, core.ErrStale)
+	}
+	return j, nil
+}
+
+// SaveProgress records a running attempt's progress (fenced), with
+// p.Events in the same transaction: an error wrapping core.ErrStale when
+// the job is not running under attempt, and core.ErrNotFound when there is
+// no such job.
+func (s *Store) SaveProgress(ctx context.Context, id, attempt int64, p core.Progress) error {
+	err := s.tx(ctx, func(tx db) error {
+		if _, err := fence(ctx, tx, id, attempt); err != nil {
+			return err
+		}
+		n, err := tx.exec(ctx, `UPDATE jobs SET movement = $1, movement_count = $2, iteration = $3, lessons = $4,
+			prompt_tokens = $5, completion_tokens = $6
+			WHERE id = $7 AND attempt = $8 AND state = $9`,
+			p.Movement, p.MovementCount, p.Iteration, p.Lessons, p.PromptTokens, p.CompletionTokens,
+			id, attempt, string(core.JobRunning))
+		if err != nil {
+			return err
+		}
+		if err := oneRow(n); err != nil {
+			return err
+		}
+		for _, e := range p.Events {
+			e.JobID = id
+			if _, err := addEvent(ctx, tx, e); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("save progress of job %d attempt %d: %w", id, attempt, err)
+	}
+	return nil
+}
+
+// FinishJob ends a running attempt as f says (fenced; see core.JobStore),
+// in one transaction with f's children, comments and outbox messages and
+// an event ("finished", "requeued" or "parked", the new state in its
+// detail). Children are allowed only with To == waiting_subtasks; they are
+// created queued with ParentJobID = id. An approval goes with
+// waiting_approval, and only with it: it is stored pending under the new
+// WaitSeq with f.Checkpoint (any other finish deletes the job's
+// checkpoint). Comments and messages without a TaskID go to the job's
+// task; messages get the next Seq of their task, the job's id when they
+// have none, and attempt. Any failure writes nothing. The errors:
+// core.ErrNotFound (no such job), core.ErrStale (not running under
+// attempt), *core.TransitionError (To not reachable from running),
+// core.ErrAborted (an abort was requested and To is neither aborted nor
+// queued).
+func (s *Store) FinishJob(ctx context.Context, id, attempt int64, f core.Finish) (core.Job, error) {
+	if len(f.Children) > 0 && f.To != core.JobWaitingSubtasks {
+		return core.Job{}, fmt.Errorf("finish job %d attempt %d: children given with %s (only with %s)",
+			id, attempt, f.To, core.JobWaitingSubtasks)
+	}
+	if (f.Approval != nil) != (f.To == core.JobWaitingApproval) {
+		return core.Job{}, fmt.Errorf("finish job %d attempt %d as %s: an approval goes with %s, and only with it",
+			id, attempt, f.To, core.JobWaitingApproval)
+	}
+	var out core.Job
+	err := s.tx(ctx, func(tx db) error {
+		j, err := fence(ctx, tx, id, attempt)
+		if err != nil {
+			return err
+		}
+		if err := core.CheckTransition(id, j.State, f.To); err != nil {
+			return err
+		}
+		// Once an abort is requested, the run may only end aborted (or be
+		// handed back to the queue): no result of an aborted run lands.
+		if !j.AbortRequestedAt.IsZero() && f.To != core.JobAborted && f.To != core.JobQueued {
+			return fmt.Errorf("job %d: %w", id, core.ErrAborted)
+		}
+		var p placeholders
+		set := []string{"state = " + p.add(string(f.To)), "result_summary = " + p.add(f.ResultSummary), "error = " + p.add(f.Error)}
+		kind := core.EventFinished
+		switch f.To {
+		case core.JobSucceeded, core.JobFailed, core.JobAborted:
+			set = append(set, "finished_at = "+p.add(ms(now())))
+			if f.To == core.JobAborted && f.AbortedBy != "" {
+				set = append(set, "aborted_by = "+p.add(f.AbortedBy))
+			}
+		case core.JobWaitingHuman, core.JobWaitingSubtasks, core.JobWaitingApproval:
+			kind = core.EventParked
+			set = append(set, "wait_seq = wait_seq + 1", "question = "+p.add(f.Question), "resume_movement = "+p.add(f.ResumeMovement))
+		case core.JobQueued:
+			kind = core.EventRequeued
+			set = append(set, "queued_at = "+p.add(ms(now())))
+			if f.CountFailure {
+				set = append(set, "failures = failures + 1")
+			}
+		}
+		q := `UPDATE jobs SET ` + strings.Join(set, ", ") +
+			` WHERE id = ` + p.add(id) + ` AND attempt = ` + p.add(attempt) + ` AND state = ` + p.add(string(core.JobRunning))
+		n, err := tx.exec(ctx, q, p.args...)
+		if err != nil {
+			return err
+		}
+		if err := oneRow(n); err != nil {
+			return err
+		}
+		if f.Approval != nil {
+			if err := insertApproval(ctx, tx, j, j.WaitSeq+1, *f.Approval); err != nil {
+				return fmt.Errorf("approval: %w", err)
+			}
+			if err := saveCheckpoint(ctx, tx, id, j.WaitSeq+1, f.Checkpoint); err != nil {
+				return fmt.Errorf("checkpoint: %w", err)
+			}
+			if _, err := addEvent(ctx, tx, core.JobEvent{JobID: id, Kind: core.EventApprovalAsked, Movement: f.ResumeMovement,
+				Detail: f.Approval.Tool + " " + clip(f.Approval.Subject, 300) + " (" + f.Approval.Rule + ")"}); err != nil {
+				return err
+			}
+		} else if _, err := tx.exec(ctx, `DELETE FROM job_checkpoints WHERE job_id = $1`, id); err != nil {
+			return err
+		}
+		for i, c := range f.Children {
+			c.ParentJobID = id
+			if _, err := insertJob(ctx, tx, c); err != nil {
+				return fmt.Errorf("child %d (task %d): %w", i, c.TaskID, err)
+			}
+		}
+		for i, c := range f.Comments {
+			if c.TaskID == 0 {
+				c.TaskID = j.TaskID
+			}
+			if _, err := insertComment(ctx, tx, c); err != nil {
+				return fmt.Errorf("comment %d: %w", i, err)
+			}
+		}
+		if err := insertJobOutbox(ctx, tx, j.TaskID, id, attempt, f.Outbox); err != nil {
+			return err
+		}
+		detail := string(f.To)
+		if f.Error != "" {
+			detail += ": " + f.Error
+		}
+		if _, err := addEvent(ctx, tx, core.JobEvent{JobID: id, Kind: kind, Movement: j.Movement, Detail: detail}); err != nil {
+			return err
+		}
+		out, err = jobByID(ctx, tx, id)
+		return err
+	})
+	if err != nil {
+		return core.Job{}, fmt.Errorf("finish job %d attempt %d as %s: %w", id, attempt, f.To, err)
+	}
+	return out, nil
+}
+
+// FailJob fails a queued or running job outside any attempt, the queue
+// having declared it dead (see core.JobStore). A queued job goes through
+// running (queued -> running -> failed, both steps in its events) so that
+// the transition table holds. A terminal job is returned unchanged; a
+// waiting job is refused with a *core.TransitionError.
+func (s *Store) FailJob(ctx context.Context, id int64, reason string) (core.Job, error) {
+	var out core.Job
+	err := s.tx(ctx, func(tx db) error {
+		j, err := lockJob(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		out = j
+		if j.State.Terminal() {
+			return nil
+		}
+		if j.State == core.JobQueued {
+			if err := core.CheckTransition(id, j.State, core.JobRunning); err != nil {
+				return err
+			}
+			if _, err := addEvent(ctx, tx, core.JobEvent{JobID: id, Kind: core.EventClaimed, Movement: j.Movement,
+				Detail: "queued -> running, only to fail it: the queue declared it dead"}); err != nil {
+				return err
+			}
+			j.State = core.JobRunning
+		}
+		if err := core.CheckTransition(id, j.State, core.JobFailed); err != nil {
+			return err
+		}
+		n, err := tx.exec(ctx, `UPDATE jobs SET state = $1, error = $2, finished_at = $3
+			WHERE id = $4 AND state = $5`, string(core.JobFailed), reason, ms(now()), id, string(out.State))
+		if err != nil {
+			return err
+		}
+		if err := oneRow(n); err != nil {
+			return err
+		}
+		if _, err := addEvent(ctx, tx, core.JobEvent{JobID: id, Kind: core.EventFinished, Movement: j.Movement,
+			Detail: string(core.JobFailed) + ": " + reason}); err != nil {
+			return err
+		}
+		out, err = jobByID(ctx, tx, id)
+		return err
+	})
+	if err != nil {
+		return core.Job{}, fmt.Errorf("fail job %d: %w", id, err)
+	}
+	return out, nil
+}
+
+// ResumeJob requeues a job waiting (waiting_human or waiting_subtasks)
+// under waitSeq, with the event "resumed". It reports false, changing
+// nothing, when the job is not waiting under waitSeq (of concurrent
+// resumes of one wait, one reports true); a job that does not exist is an
+// error wrapping core.ErrNotFound.
+func (s *Store) ResumeJob(ctx context.Context, id, waitSeq int64) (bool, error) {
+	var resumed bool
+	err := s.tx(ctx, func(tx db) error {
+		resumed = false
+		j, err := lockJob(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if (j.State != core.JobWaitingHuman && j.State != core.JobWaitingSubtasks) || j.WaitSeq != waitSeq {
+			return nil
+		}
+		if err := core.CheckTransition(id, j.State, core.JobQueued); err != nil {
+			return err
+		}
+		n, err := tx.exec(ctx, `UPDATE jobs SET state = $1, queued_at = $2 WHERE id = $3 AND state = $4 AND wait_seq = $5`,
+			string(core.JobQueued), ms(now()), id, string(j.State), waitSeq)
+		if err != nil {
+			return err
+		}
+		if err := oneRow(n); err != nil {
+			return err
+		}
+		if _, err := addEvent(ctx, tx, core.JobEvent{JobID: id, Kind: core.EventResumed, Movement: j.ResumeMovement,
+			Detail: fmt.Sprintf("%s -> queued (wait %d)", j.State, waitSeq)}); err != nil {
+			return err
+		}
+		resumed = true
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("resume job %d wait %d: %w", id, waitSeq, err)
+	}
+	return resumed, nil
+}
+
+// RequestAbort records an abort by who (see core.JobStore). The first
+// request sets AbortRequestedAt and AbortedBy; later ones keep them. A
+// queued or waiting job becomes aborted at once (FinishedAt set, events
+// "abort_requested" and "finished"; a pending approval of it is denied); a
+// running job keeps running (event "abort_requested"); a terminal job is
+// returned unchanged. Children are not touched: aborting them is the
+// caller's business.
+func (s *Store) RequestAbort(ctx context.Context, id int64, by string) (core.Job, error) {
+	var out core.Job
+	err := s.tx(ctx, func(tx db) error {
+		j, err := lockJob(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		out = j
+		if j.State.Terminal() {
+			return nil
+		}
+		at := ms(now())
+		var p placeholders
+		set := []string{"abort_requested_at = CASE WHEN abort_requested_at = 0 THEN " + p.add(at) + " ELSE abort_requested_at END",
+			"aborted_by = CASE WHEN aborted_by = '' THEN " + p.add(by) + " ELSE aborted_by END"}
+		detail := "by " + by
+		if j.State != core.JobRunning {
+			if err := core.CheckTransition(id, j.State, core.JobAborted); err != nil {
+				return err
+			}
+			set = append(set, "state = "+p.add(string(core.JobAborted)), "finished_at = "+p.add(at))
+			detail += fmt.Sprintf("; %s -> %s", j.State, core.JobAborted)
+		}
+		q := `UPDATE jobs SET ` + strings.Join(set, ", ") + ` WHERE id = ` + p.add(id) + ` AND state = ` + p.add(string(j.State))
+		n, err := tx.exec(ctx, q, p.args...)
+		if err != nil {
+			return err
+		}
+		if err := oneRow(n); err != nil {
+			return err
+		}
+		if _, err := addEvent(ctx, tx, core.JobEvent{JobID: id, Kind: core.EventAbortAsk, Movement: j.Movement, Detail: detail}); err != nil {
+			return err
+		}
+		if j.State != core.JobRunning {
+			if _, err := addEvent(ctx, tx, core.JobEvent{JobID: id, Kind: core.EventFinished, Movement: j.Movement,
+				Detail: string(core.JobAborted)}); err != nil {
+				return err
+			}
+		}
+		if j.State == core.JobWaitingApproval {
+			// Nobody may decide for an aborted job: its approval is denied.
+			if _, err := tx.exec(ctx, `UPDATE approvals SET state = $1, decided_by = $2, reason = 'aborted', decided_at = $3
+				WHERE job_id = $4 AND state = $5`, string(core.ApprovalDenied), by, at, id, string(core.ApprovalPending)); err != nil {
+				return err
+			}
+		}
+		out, err = jobByID(ctx, tx, id)
+		return err
+	})
+	if err != nil {
+		return core.Job{}, fmt.Errorf("request abort of job %d: %w", id, err)
+	}
+	return out, nil
+}
+
+// AddEvent appends e to its job's history; e.At defaults to now. A
+// missing job is an error wrapping core.ErrNotFound.
+func (s *Store) AddEvent(ctx context.Context, e core.JobEvent) error {
+	err := s.tx(ctx, func(tx db) error {
+		_, err := addEvent(ctx, tx, e)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("add event %q to job %d: %w", e.Kind, e.JobID, err)
+	}
+	return nil
+}
+
+// Events returns a job's history, oldest first (empty for an unknown job).
+func (s *Store) Events(ctx context.Context, jobID int64) ([]core.JobEvent, error) {
+	rows, err := s.read().query(ctx, `SELECT id, job_id, at, kind, movement, detail FROM job_events
+		WHERE job_id = $1 ORDER BY id`, jobID)
+	out, err := collect(rows, err, func(r scanner) (core.JobEvent, error) {
+		var e core.JobEvent
+		var at int64
+		err := r.Scan(&e.ID, &e.JobID, &at, &e.Kind, &e.Movement, &e.Detail)
+		e.At = fromMS(at)
+		return e, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("events of job %d: %w", jobID, err)
+	}
+	return out, nil
+}
+
+// CountJobs returns how many jobs are in each state; every state in
+// core.JobStates is present, with 0 when it has none.
+func (s *Store) CountJobs(ctx context.Context) (map[core.JobState]int64, error) {
+	type count struct {
+		state string
+		n     int64
+	}
+	rows, err := s.read().query(ctx, `SELECT state, COUNT(*) FROM jobs GROUP BY state`)
+	counts, err := collect(rows, err, func(r scanner) (count, error) {
+		var c count
+		return c, r.Scan(&c.state, &c.n)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("count jobs: %w", err)
+	}
+	out := make(map[core.JobState]int64, len(core.JobStates))
+	for _, st := range core.JobStates {
+		out[st] = 0
+	}
+	for _, c := range counts {
+		out[core.JobState(c.state)] = c.n
+	}
+	return out, nil
+}
+
+// insertJobOutbox writes msgs for attempt of job id of task taskID,
+// filling in the task and job where a message names none.
+func insertJobOutbox(ctx context.Context, tx db, taskID, id, attempt int64, msgs []core.OutboxMessage) error {
+	for i, m := range msgs {
+		if m.TaskID == 0 {
+			m.TaskID = taskID
+		}
+		if m.JobID == 0 {
+			m.JobID = id
+		}
+		m.Attempt = attempt
+		if _, err := insertOutbox(ctx, tx, m); err != nil {
+			return fmt.Errorf("outbox message %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// clip cuts s to n bytes at a rune boundary, marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
