@@ -86,13 +86,13 @@ func move(t *testing.T, s core.Store, j core.Job, to core.JobState) {
 func testTransitionTable(t *testing.T, s core.Store) {
 	for _, from := range core.JobStates {
 		for _, to := range core.JobStates {
+			if from == core.JobRunning && to == core.JobRunning {
+				// A new attempt taking over a running job is the
+				// lease-lost path running -> queued -> running in one
+				// step; jobs/StartJobTakeover covers it.
+				continue
+			}
 			t.Run(string(from)+"_to_"+string(to), func(t *testing.T) {
-				if from == core.JobRunning && to == core.JobRunning {
-					// A new attempt taking over a running job is the
-					// lease-lost path running -> queued -> running in one
-					// step; jobs/StartJobTakeover covers it.
-					t.Skip("running -> running is the lease-lost takeover")
-				}
 				j := reach(t, s, from)
 				events := eventKinds(t, s, j.ID)
 				move(t, s, j, to)
