@@ -38,6 +38,7 @@ type Config struct {
 	LLM        LLMConfig        `yaml:"llm"`
 	Context    ContextConfig    `yaml:"context"`
 	Agent      AgentConfig      `yaml:"agent"`
+	Database   DatabaseConfig   `yaml:"database"`
 	Redis      RedisConfig      `yaml:"redis"`
 	Queue      QueueConfig      `yaml:"queue"`
 	Workers    WorkersConfig    `yaml:"workers"`
@@ -82,6 +83,20 @@ type ContextConfig struct {
 // AgentConfig tunes the agent loop.
 type AgentConfig struct {
 	ReminderAfter int `yaml:"reminder_after"` // text-only replies before a reminder
+}
+
+// DatabaseConfig selects the system of record: SQLite under data_dir when
+// URL is empty, SQLite at PATH for sqlite:PATH, PostgreSQL for a
+// postgres:// or postgresql:// URL.
+type DatabaseConfig struct {
+	URL string `yaml:"url"`
+	// MaxConns bounds PostgreSQL's pool (0: the larger of 4 and the CPUs).
+	MaxConns int `yaml:"max_conns"`
+	// StatementTimeout is PostgreSQL's statement_timeout (0: the server's).
+	StatementTimeout time.Duration `yaml:"statement_timeout"`
+	// ConnectRetries is how many more times Baton tries to reach
+	// PostgreSQL at start after a first failure.
+	ConnectRetries int `yaml:"connect_retries"`
 }
 
 // RedisConfig selects the queue: Redis when URL is set, else in-process.
@@ -309,9 +324,10 @@ func DefaultConfig() Config {
 			Mask:                0.60,
 			Compact:             0.80,
 		},
-		Agent:   AgentConfig{ReminderAfter: 1},
-		Queue:   QueueConfig{Lease: 30 * time.Second, Heartbeat: 10 * time.Second, MaxFailures: 5},
-		Workers: WorkersConfig{Concurrency: 4, ShutdownGrace: 20 * time.Second},
+		Agent:    AgentConfig{ReminderAfter: 1},
+		Database: DatabaseConfig{ConnectRetries: 5},
+		Queue:    QueueConfig{Lease: 30 * time.Second, Heartbeat: 10 * time.Second, MaxFailures: 5},
+		Workers:  WorkersConfig{Concurrency: 4, ShutdownGrace: 20 * time.Second},
 		Tools: ToolsConfig{
 			Bash: BashConfig{Sandbox: "auto", Timeout: 120 * time.Second, Network: "deny"},
 			Sandbox: SandboxConfig{
@@ -696,6 +712,7 @@ var envAliases = map[string]string{
 	"llm.api_key":          "OPENAI_API_KEY",
 	"llm.base_url":         "OPENAI_BASE_URL",
 	"redis.url":            "REDIS_URL",
+	"database.url":         "DATABASE_URL",
 	"slack.bot_token":      "SLACK_BOT_TOKEN",
 	"slack.app_token":      "SLACK_APP_TOKEN",
 	"slack.signing_secret": "SLACK_SIGNING_SECRET",
@@ -981,6 +998,18 @@ func (c Config) Validate() error {
 	v.oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
 
 	v.oneOf("slack.mode", c.Slack.Mode, "socket", "http")
+	if u := c.Database.URL; u != "" && !strings.HasPrefix(u, "sqlite:") {
+		if pu, err := url.Parse(u); err != nil || (pu.Scheme != "postgres" && pu.Scheme != "postgresql") || pu.Host == "" {
+			// The URL is never shown: it may hold a password.
+			v.fail("database.url", "must be empty (SQLite under data_dir), sqlite:PATH, or a postgres:// or postgresql:// URL with a host (DATABASE_URL)")
+		}
+	}
+	if c.Database.URL == "sqlite:" {
+		v.fail("database.url", "sqlite: needs a path (sqlite:/var/lib/baton/baton.db), or leave database.url empty for data_dir/baton.db")
+	}
+	if c.Database.MaxConns < 0 || c.Database.ConnectRetries < 0 || c.Database.StatementTimeout < 0 {
+		v.fail("database", "max_conns, connect_retries and statement_timeout must not be negative")
+	}
 	v.url("slack.api_url", c.Slack.APIURL, true, "http", "https")
 	if !slashCommand.MatchString(c.Slack.Command) {
 		v.fail("slack.command", fmt.Sprintf("must be a slash command such as /baton (a /, then up to 31 lowercase letters, digits, - or _), got %q", c.Slack.Command))

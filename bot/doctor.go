@@ -285,7 +285,7 @@ func unwrapPath(err error) error {
 // migrations) and makes its smallest write.
 func (d *doctor) store(ctx context.Context) check {
 	const name = "store"
-	path := storePath(d.cfg)
+	path := storeName(d.cfg)
 	st, err := openStore(ctx, d.cfg, d.log)
 	if err != nil {
 		return failure(name, oneLine(err), "check data_dir's permissions and free space; a corrupt baton.db restores from a backup")

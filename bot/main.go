@@ -607,7 +607,7 @@ func (m *Main) migrate(ctx context.Context, args []string) error {
 	if err := st.Migrate(ctx); err != nil {
 		return err
 	}
-	fmt.Fprintf(m.Stdout, "baton: the store %s is up to date\n", storePath(m.Config))
+	fmt.Fprintf(m.Stdout, "baton: the store %s is up to date\n", storeName(m.Config))
 	return nil
 }
 

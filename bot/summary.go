@@ -45,7 +45,7 @@ func startupSummary(cfg Config, at listening, workers int) []any {
 		slog.String("adapters", strings.Join(adapters, ", ")),
 		slog.String("api", api),
 		slog.String("queue", queue),
-		slog.String("store", storePath(cfg)),
+		slog.String("store", storeName(cfg)),
 		slog.String("llm", redactURL(cfg.LLM.BaseURL)),
 		slog.String("model", cfg.LLM.Model),
 		slog.Int("workers", workers),

@@ -25,6 +25,7 @@ import (
 	"github.com/baton-bot/baton/core/outbox"
 	"github.com/baton-bot/baton/core/piece"
 	"github.com/baton-bot/baton/core/policy"
+	"github.com/baton-bot/baton/core/postgres"
 	"github.com/baton-bot/baton/core/sandbox"
 	"github.com/baton-bot/baton/core/sqlite"
 	"github.com/baton-bot/baton/core/tokens"
@@ -39,7 +40,7 @@ import (
 type system struct {
 	cfg      Config
 	log      *slog.Logger
-	store    *sqlite.Store
+	store    store
 	queue    core.Queue
 	embedded bool // the queue is the in-process one, its store's only queue
 
@@ -137,17 +138,63 @@ func (s *system) kick() {
 	}
 }
 
-// storePath is the SQLite file under data_dir.
-func storePath(cfg Config) string { return filepath.Join(cfg.DataDir, "baton.db") }
+// storePath is the SQLite file of the store: database.url's sqlite:PATH,
+// else baton.db under data_dir; "" when the store is PostgreSQL.
+func storePath(cfg Config) string {
+	switch u := cfg.Database.URL; {
+	case u == "":
+		return filepath.Join(cfg.DataDir, "baton.db")
+	case strings.HasPrefix(u, "sqlite:"):
+		return strings.TrimPrefix(u, "sqlite:")
+	}
+	return ""
+}
+
+// storeName names the store for people: its file, or its PostgreSQL URL
+// without the password.
+func storeName(cfg Config) string {
+	if p := storePath(cfg); p != "" {
+		return p
+	}
+	return redactURL(cfg.Database.URL)
+}
 
 // workspaceRoot holds the tasks' workspaces.
 func workspaceRoot(cfg Config) string { return filepath.Join(cfg.DataDir, "workspaces") }
 
-// openStore opens (and migrates) the store.
-func openStore(ctx context.Context, cfg Config, log *slog.Logger) (*sqlite.Store, error) {
-	st, err := sqlite.Open(ctx, storePath(cfg), sqlite.Options{WorkspaceRoot: workspaceRoot(cfg), Logger: log})
+// store is what Baton needs of its system of record, SQLite's or
+// PostgreSQL's: core.Store, what workspace.Claim reads, the tiny write of
+// /readyz's heartbeat, and the migrations.
+type store interface {
+	core.Store
+	workspace.Owner
+	Heartbeat(ctx context.Context) error
+	Migrate(ctx context.Context) error
+}
+
+var (
+	_ store = (*sqlite.Store)(nil)
+	_ store = (*postgres.Store)(nil)
+)
+
+// openStore opens (and migrates) the store database.url names.
+func openStore(ctx context.Context, cfg Config, log *slog.Logger) (store, error) {
+	if path := storePath(cfg); path != "" {
+		st, err := sqlite.Open(ctx, path, sqlite.Options{WorkspaceRoot: workspaceRoot(cfg), Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("open the store %s: %w", path, err)
+		}
+		return st, nil
+	}
+	st, err := postgres.Open(ctx, cfg.Database.URL, postgres.Options{
+		MaxConns: int32(cfg.Database.MaxConns), StatementTimeout: cfg.Database.StatementTimeout,
+		ConnectRetries: cfg.Database.ConnectRetries, WorkspaceRoot: workspaceRoot(cfg), Logger: log,
+	})
 	if err != nil {
-		return nil, fmt.Errorf("open the store in %s: %w", cfg.DataDir, err)
+		if errors.Is(err, postgres.ErrAccessDenied) {
+			return nil, &ConfigError{Key: "database.url", Msg: fmt.Sprintf("PostgreSQL at %s refused the credentials (DATABASE_URL): %v", storeName(cfg), err)}
+		}
+		return nil, fmt.Errorf("open the PostgreSQL store at %s: %w", storeName(cfg), err)
 	}
 	return st, nil
 }
@@ -163,7 +210,7 @@ const (
 // store names, the store is new or was replaced, and starting would hand
 // another person's files to new tasks, so it refuses (an error wrapping
 // workspace.ErrForeign) unless policy says to adopt or discard them.
-func claimWorkspaces(ctx context.Context, cfg Config, st *sqlite.Store, policy workspace.Policy, log *slog.Logger) error {
+func claimWorkspaces(ctx context.Context, cfg Config, st store, policy workspace.Policy, log *slog.Logger) error {
 	got, err := workspace.Claim(ctx, workspaceRoot(cfg), st, policy)
 	if err != nil {
 		return err

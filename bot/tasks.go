@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/baton-bot/baton/core"
-	"github.com/baton-bot/baton/core/sqlite"
 	"github.com/baton-bot/baton/core/workspace"
 )
 
@@ -102,7 +101,7 @@ func (m *Main) tasks(ctx context.Context, args []string) error {
 		return err
 	}
 	// Reading creates no store: without one there are no tasks.
-	if _, err := os.Stat(storePath(m.Config)); errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(storePath(m.Config)); storePath(m.Config) != "" && errors.Is(err, fs.ErrNotExist) {
 		if sub == "list" {
 			if o.json {
 				fmt.Fprintln(m.Stdout, "[]")
@@ -163,7 +162,7 @@ func newTaskRow(t core.Task, newest *core.Job) taskRow {
 }
 
 // newestJob returns the task's newest job, nil when it has none.
-func newestJob(ctx context.Context, st *sqlite.Store, taskID int64) (*core.Job, error) {
+func newestJob(ctx context.Context, st store, taskID int64) (*core.Job, error) {
 	js, err := st.Jobs(ctx, core.JobFilter{TaskID: taskID, Limit: 1})
 	if err != nil || len(js) == 0 {
 		return nil, err
@@ -171,7 +170,7 @@ func newestJob(ctx context.Context, st *sqlite.Store, taskID int64) (*core.Job, 
 	return &js[0], nil
 }
 
-func (m *Main) listTasks(ctx context.Context, st *sqlite.Store, o tasksOptions, now time.Time) error {
+func (m *Main) listTasks(ctx context.Context, st store, o tasksOptions, now time.Time) error {
 	tasks, err := st.Tasks(ctx, core.TaskFilter{State: core.JobState(o.state), Limit: o.limit})
 	if err != nil {
 		return err
@@ -252,7 +251,7 @@ func (r jobRow) outcome() string {
 	return r.Result
 }
 
-func (m *Main) showTask(ctx context.Context, st *sqlite.Store, id int64, o tasksOptions, now time.Time) error {
+func (m *Main) showTask(ctx context.Context, st store, id int64, o tasksOptions, now time.Time) error {
 	t, err := taskOrUsage(ctx, st, "show", id)
 	if err != nil {
 		return err
@@ -332,7 +331,7 @@ func (m *Main) showTask(ctx context.Context, st *sqlite.Store, id int64, o tasks
 }
 
 // taskOrUsage returns task id, or a usage error when there is none.
-func taskOrUsage(ctx context.Context, st *sqlite.Store, sub string, id int64) (core.Task, error) {
+func taskOrUsage(ctx context.Context, st store, sub string, id int64) (core.Task, error) {
 	t, err := st.Task(ctx, id)
 	if errors.Is(err, core.ErrNotFound) {
 		return core.Task{}, usageErr("baton tasks %s: there is no task #%d (baton tasks list shows them)", sub, id)
@@ -379,7 +378,7 @@ type eventRow struct {
 	Detail   string    `json:"detail,omitempty"`
 }
 
-func (m *Main) taskLogs(ctx context.Context, st *sqlite.Store, id int64, o tasksOptions) error {
+func (m *Main) taskLogs(ctx context.Context, st store, id int64, o tasksOptions) error {
 	t, err := taskOrUsage(ctx, st, "logs", id)
 	if err != nil {
 		return err

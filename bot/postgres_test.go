@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/baton-bot/baton/core/llmtest"
+)
+
+// postgresURL returns a URL of the machine's PostgreSQL whose connections
+// use a schema of this test's own, dropped at its end. Without a server it
+// skips, or fails with BATON_REQUIRE_POSTGRES=1.
+func postgresURL(t *testing.T) string {
+	t.Helper()
+	base := os.Getenv("BATON_TEST_POSTGRES_URL")
+	if base == "" {
+		base = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		if os.Getenv("BATON_REQUIRE_POSTGRES") == "1" {
+			t.Fatalf("no PostgreSQL at BATON_TEST_POSTGRES_URL: %v", err)
+		}
+		t.Skipf("no PostgreSQL (set BATON_TEST_POSTGRES_URL): %v", err)
+	}
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	schema := "bot_" + hex.EncodeToString(b)
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close(ctx)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if c, err := pgx.Connect(ctx, base); err == nil {
+			_, _ = c.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
+			c.Close(ctx)
+		}
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// TestRunOnPostgres: the README's one-job quickstart with DATABASE_URL on
+// PostgreSQL, end to end; the job is in PostgreSQL, not in a SQLite file.
+func TestRunOnPostgres(t *testing.T) {
+	dbURL := postgresURL(t)
+	n := newNewcomer(t)
+	n.env["DATABASE_URL"] = dbURL
+	n.srv.Script(
+		llmtest.Call("Write", `{"path":"output/haiku.txt","content":"queues hum at night"}`),
+		llmtest.Call("transition", `{"next_step":"COMPLETE","summary":"Wrote output/haiku.txt."}`),
+	)
+	code, stdout, stderr := n.run("Write a haiku about job queues to output/haiku.txt")
+	if code != 0 || strings.TrimSpace(stdout) != "Wrote output/haiku.txt." {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	if _, err := os.Stat(n.env["BATON_DATA_DIR"] + "/baton.db"); !os.IsNotExist(err) {
+		t.Errorf("a SQLite store was made beside PostgreSQL: %v", err)
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var jobs int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM jobs WHERE state = 'succeeded'`).Scan(&jobs); err != nil || jobs != 1 {
+		t.Errorf("succeeded jobs in PostgreSQL = %d, %v; want 1", jobs, err)
+	}
+}
+
+// TestPostgresRefusedKeepsThePassword: a database PostgreSQL refuses is a
+// configuration error (exit 2) naming the key, the password never shown;
+// a URL of another scheme is refused naming the key.
+func TestPostgresRefusedKeepsThePassword(t *testing.T) {
+	dbURL := postgresURL(t)
+	u, _ := url.Parse(dbURL)
+	u.User = url.UserPassword(u.User.Username(), "hunter2-secret-pw")
+	u.Path = "/no_such_database_here"
+	n := newNewcomer(t)
+	n.env["DATABASE_URL"] = u.String()
+	n.srv.Handle(func(llmtest.Request) llmtest.Step { return llmtest.Transition("COMPLETE", "done") })
+	code, stdout, stderr := n.run("hello")
+	if code != 2 || !strings.Contains(stderr, "database.url") {
+		t.Errorf("exit %d, want 2 naming database.url\nstderr: %s", code, stderr)
+	}
+	if strings.Contains(stdout+stderr, "hunter2-secret-pw") {
+		t.Errorf("the password was printed:\n%s%s", stdout, stderr)
+	}
+	n.env["DATABASE_URL"] = "mysql://root:hunter2-secret-pw@localhost/baton"
+	code, stdout, stderr = n.run("hello")
+	if code != 2 || !strings.Contains(stderr, "database.url") || strings.Contains(stdout+stderr, "hunter2-secret-pw") {
+		t.Errorf("another scheme: exit %d, want 2 naming database.url without the password\nstderr: %s", code, stderr)
+	}
+}
