@@ -288,6 +288,9 @@ func (d *doctor) store(ctx context.Context) check {
 	path := storeName(d.cfg)
 	st, err := openStore(ctx, d.cfg, d.log)
 	if err != nil {
+		if storePath(d.cfg) == "" {
+			return failure(name, oneLine(err), "check that PostgreSQL answers at database.url (DATABASE_URL), its user, password and database")
+		}
 		return failure(name, oneLine(err), "check data_dir's permissions and free space; a corrupt baton.db restores from a backup")
 	}
 	defer st.Close()
