@@ -111,3 +111,27 @@ func TestPostgresRefusedKeepsThePassword(t *testing.T) {
 		t.Errorf("another scheme: exit %d, want 2 naming database.url without the password\nstderr: %s", code, stderr)
 	}
 }
+
+// TestDoctorOnPostgres: doctor opens, migrates and writes the PostgreSQL
+// store database.url names, and says so without the password.
+func TestDoctorOnPostgres(t *testing.T) {
+	dbURL := postgresURL(t)
+	u, _ := url.Parse(dbURL)
+	u.User = url.UserPassword(u.User.Username(), "any-pw-trust-ignores")
+	n := newNewcomer(t)
+	n.env["DATABASE_URL"] = u.String()
+	n.srv.Handle(func(llmtest.Request) llmtest.Step { return llmtest.Transition("COMPLETE", "ok") })
+	_, stdout, stderr := runMain(t, n.env, "doctor", "--config", n.conf)
+	var line string
+	for _, l := range strings.Split(stdout, "\n") {
+		if strings.Contains(l, " store ") {
+			line = l
+		}
+	}
+	if !strings.HasPrefix(line, "✓") || !strings.Contains(line, u.Host) {
+		t.Errorf("doctor's store line = %q\nstdout: %s\nstderr: %s", line, stdout, stderr)
+	}
+	if strings.Contains(stdout+stderr, "any-pw-trust-ignores") {
+		t.Error("doctor printed the password")
+	}
+}
