@@ -80,9 +80,9 @@ func (m *Main) store(ctx context.Context, args []string) error {
 	case err != nil:
 		return fmt.Errorf("baton store copy: %s to %s: %w", path, target, err)
 	}
-	tw := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+	tw := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
 	for _, c := range counts {
-		fmt.Fprintf(tw, "%s\t%d\t\n", c.Table, c.Rows)
+		fmt.Fprintf(tw, "%s\t%d\n", c.Table, c.Rows)
 	}
 	tw.Flush()
 	fmt.Fprintf(m.Stdout, "baton: copied the store %s to %s; start Baton with DATABASE_URL set to it\n", path, target)
