@@ -171,6 +171,7 @@ func init() {
 		{"tasks", "list [--state S] [--limit N] [--json] | show N [--json] | logs N [--job J] [--json]", "list the tasks, show one with its comments and jobs, or a job's movement logs and tool calls", (*Main).tasks},
 		{"pieces", "validate [--config FILE] [FILES] | list [--config FILE]", "check piece files, or list the pieces", (*Main).pieces},
 		{"migrate", "[--config FILE]", "apply the database migrations", (*Main).migrate},
+		{"store", "copy --from sqlite:PATH --to postgres://…", "copy a SQLite store into an empty PostgreSQL database (the move to PostgreSQL)", (*Main).store},
 		{"config", "[--config FILE]", "print the effective configuration, secrets redacted, with where each value came from", (*Main).showConfig},
 		{"completion", "bash|zsh|fish", "print the shell completion script", (*Main).completion},
 		{"version", "", "print the version, the VCS revision and the Go toolchain", (*Main).printVersion},
