@@ -31,6 +31,8 @@ type Server struct {
 	bin  string
 	dir  string
 	port int
+	// extra are more redis-server arguments (a cluster node's).
+	extra []string
 
 	mu  sync.Mutex
 	cmd *exec.Cmd // guarded by mu; nil when not running
@@ -70,14 +72,15 @@ func freePort(t testing.TB) int {
 
 func (s *Server) start(t testing.TB) {
 	t.Helper()
-	cmd := exec.Command(s.bin,
+	args := []string{
 		"--port", strconv.Itoa(s.port),
 		"--bind", "127.0.0.1",
 		"--dir", s.dir,
 		"--save", "",
 		"--appendonly", "no",
 		"--logfile", "redis.log",
-	)
+	}
+	cmd := exec.Command(s.bin, append(args, s.extra...)...)
 	cmd.Dir = s.dir
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start redis-server: %v", err)
