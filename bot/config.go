@@ -362,6 +362,7 @@ func DefaultConfig() Config {
 			AbortBy:         "owner_and_admins",
 			AnswerBy:        "participants",
 		},
+		Redis: RedisConfig{ClusterAddrs: []string{}},
 		Approvals: ApprovalsConfig{
 			Timeout:   time.Hour,
 			Approvers: []string{},
