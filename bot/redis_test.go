@@ -131,3 +131,32 @@ func TestRedisClusterQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRedisSentinelQueue: with a redis+sentinel:// URL the queue finds its
+// master through Sentinel and works on it.
+func TestRedisSentinelQueue(t *testing.T) {
+	ctx := t.Context()
+	master := redistest.Start(t)
+	sentinel := redistest.StartSentinel(t, master)
+	cfg := RedisConfig{URL: "redis+sentinel://" + sentinel + "/" + redistest.SentinelMaster + "/0"}
+	q, client, addr, err := newRedisQueue(cfg, queue.Options{Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = q.Close(); _ = client.Close() })
+	if want := "sentinel master " + redistest.SentinelMaster + " (" + sentinel + ")"; addr != want {
+		t.Errorf("addr = %q, want %q", addr, want)
+	}
+	if err := q.Enqueue(ctx, 7); err != nil {
+		t.Fatal(err)
+	}
+	// The job is on the master itself, not somewhere else.
+	direct := master.Client(t)
+	if n, err := direct.LLen(ctx, "baton:{jobs}:pending").Result(); err != nil || n != 1 {
+		t.Fatalf("pending on the master = %d, %v; want 1", n, err)
+	}
+	l, err := q.Claim(ctx, 5*time.Second)
+	if err != nil || l.JobID != 7 {
+		t.Fatalf("Claim = job %d, %v; want job 7", l.JobID, err)
+	}
+}

@@ -31,7 +31,10 @@ type Server struct {
 	bin  string
 	dir  string
 	port int
-	// extra are more redis-server arguments (a cluster node's).
+	// conf is a config file to start from (a sentinel's, which Sentinel
+	// rewrites); empty for none.
+	conf string
+	// extra are more redis-server arguments (a cluster node's, a sentinel's).
 	extra []string
 
 	mu  sync.Mutex
@@ -79,6 +82,9 @@ func (s *Server) start(t testing.TB) {
 		"--save", "",
 		"--appendonly", "no",
 		"--logfile", "redis.log",
+	}
+	if s.conf != "" {
+		args = append([]string{s.conf}, args...)
 	}
 	cmd := exec.Command(s.bin, append(args, s.extra...)...)
 	cmd.Dir = s.dir
