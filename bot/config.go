@@ -99,9 +99,15 @@ type DatabaseConfig struct {
 	ConnectRetries int `yaml:"connect_retries"`
 }
 
-// RedisConfig selects the queue: Redis when URL is set, else in-process.
+// RedisConfig selects the queue: Redis when URL or ClusterAddrs is set,
+// else in-process.
 type RedisConfig struct {
+	// URL is one Redis (redis://, rediss://, unix://) or a master that
+	// Sentinel watches (redis+sentinel://, see parseSentinel).
 	URL string `yaml:"url"`
+	// ClusterAddrs are host:port addresses of Redis Cluster nodes (a few
+	// suffice: the client learns the rest); file only, like every list.
+	ClusterAddrs []string `yaml:"cluster_addrs"`
 }
 
 // QueueConfig holds the queue's lease timings and retry limit.
@@ -356,6 +362,7 @@ func DefaultConfig() Config {
 			AbortBy:         "owner_and_admins",
 			AnswerBy:        "participants",
 		},
+		Redis: RedisConfig{ClusterAddrs: []string{}},
 		Approvals: ApprovalsConfig{
 			Timeout:   time.Hour,
 			Approvers: []string{},
@@ -963,7 +970,12 @@ func (c Config) Validate() error {
 
 	v.notNegative("agent.reminder_after", int64(c.Agent.ReminderAfter))
 
-	v.url("redis.url", c.Redis.URL, false, "redis", "rediss", "unix")
+	if c.Redis.enabled() {
+		var ce *ConfigError
+		if _, err := parseRedis(c.Redis); errors.As(err, &ce) {
+			v.fail(ce.Key, ce.Msg)
+		}
+	}
 
 	v.duration("queue.lease", c.Queue.Lease)
 	v.duration("queue.heartbeat", c.Queue.Heartbeat)

@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/dustin/go-humanize"
-	"github.com/redis/go-redis/v9"
 	"golang.org/x/sys/unix"
 
 	"github.com/baton-bot/baton/core/sandbox"
@@ -306,19 +305,17 @@ func (d *doctor) store(ctx context.Context) check {
 // keys.
 func (d *doctor) queue(ctx context.Context) check {
 	const name = "queue"
-	if d.cfg.Redis.URL == "" {
+	if !d.cfg.Redis.enabled() {
 		return passed(name, "the in-process queue (redis.url is empty): baton serve runs alone; gateway and worker need Redis")
 	}
-	opts, err := redis.ParseURL(d.cfg.Redis.URL)
+	target, err := parseRedis(d.cfg.Redis)
 	if err != nil {
-		return failure(name, "redis.url is not a Redis URL: "+redactURL(d.cfg.Redis.URL), "set redis.url (or REDIS_URL) as redis://[:password@]host:port/db")
+		return failure(name, err.Error(), "set redis.url (or REDIS_URL) as redis://[:password@]host:port/db or redis+sentinel://host:port/master, or redis.cluster_addrs")
 	}
 	routeRedisLogs(d.log)
-	opts.MaxRetries, opts.DialerRetries = -1, 1
-	opts.DialTimeout, opts.ReadTimeout = 3*time.Second, 3*time.Second
-	client := redis.NewClient(opts)
+	client := target.client(redisTuning{MaxRetries: -1, DialerRetries: 1, DialTimeout: 3 * time.Second, ReadTimeout: 3 * time.Second})
 	defer client.Close()
-	addr := opts.Addr
+	addr := target.name
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := client.Ping(cctx).Err(); err != nil {

@@ -324,7 +324,7 @@ func (m *Main) setup(cmd string, cf commonFlags) error {
 		return configErr(cmd, err)
 	}
 	m.Config, m.Logger, m.origins = cfg, logger, origins
-	m.Logger.Debug("configuration loaded", "command", cmd, "data_dir", cfg.DataDir, "redis", cfg.Redis.URL != "")
+	m.Logger.Debug("configuration loaded", "command", cmd, "data_dir", cfg.DataDir, "redis", cfg.Redis.enabled())
 	return nil
 }
 
@@ -366,10 +366,10 @@ func (m *Main) configOnly(cmd string, args []string) error {
 // requireRedis refuses to start a command that only works across processes
 // without a Redis queue.
 func (m *Main) requireRedis(cmd string) error {
-	if m.Config.Redis.URL != "" {
+	if m.Config.Redis.enabled() {
 		return nil
 	}
-	return configErr(cmd, &ConfigError{Key: "redis.url", Msg: fmt.Sprintf("must be set: baton %s shares its queue through Redis (set redis.url or REDIS_URL; baton serve runs without Redis)", cmd)})
+	return configErr(cmd, &ConfigError{Key: "redis.url", Msg: fmt.Sprintf("must be set: baton %s shares its queue through Redis (set redis.url or REDIS_URL, or redis.cluster_addrs; baton serve runs without Redis)", cmd)})
 }
 
 // requireKey refuses to start a command that calls the model when

@@ -322,7 +322,7 @@ func shutdown(srv *http.Server, log *slog.Logger, key string) {
 }
 
 func queueKind(cfg Config) string {
-	if cfg.Redis.URL == "" {
+	if !cfg.Redis.enabled() {
 		return "in-process"
 	}
 	return "redis"

@@ -38,8 +38,11 @@ func startupSummary(cfg Config, at listening, workers int) []any {
 		api = "on"
 	}
 	queue := queueKind(cfg)
-	if cfg.Redis.URL != "" {
+	switch {
+	case cfg.Redis.URL != "":
 		queue = redactURL(cfg.Redis.URL)
+	case len(cfg.Redis.ClusterAddrs) > 0:
+		queue = "redis cluster " + strings.Join(cfg.Redis.ClusterAddrs, ", ")
 	}
 	return append(attrs,
 		slog.String("adapters", strings.Join(adapters, ", ")),

@@ -48,8 +48,8 @@ type system struct {
 	// in-process queue".
 	queueName string
 	// redis is the Redis client of the queue; nil for the in-process one.
-	redis     *redis.Client
-	redisAddr string
+	redis     redis.UniversalClient
+	redisAddr string // where Redis is, for people (redisTarget.name)
 
 	pieces   *piece.Library
 	sandbox  *sandbox.Sandbox // of Bash and git, probed at start
@@ -395,18 +395,18 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger, opts systemOpt
 		return nil, &ConfigError{Key: "llm.base_url", Msg: err.Error()}
 	}
 	qopts := queue.Options{Lease: cfg.Queue.Lease, Logger: log}
-	if opts.embedded || cfg.Redis.URL == "" {
+	if opts.embedded || !cfg.Redis.enabled() {
 		mem := queue.NewMemory(qopts)
 		sys.queue, sys.embedded, sys.queueName = mem, true, "the in-process queue"
 		sys.closers = append(sys.closers, mem.Close)
 	} else {
 		// Redis is not asked anything yet: connectQueue waits for it, so
 		// that what needs no queue (HTTP, the adapters) starts without it.
-		rq, client, err := newRedisQueue(cfg.Redis.URL, qopts)
+		rq, client, addr, err := newRedisQueue(cfg.Redis, qopts)
 		if err != nil {
 			return nil, err
 		}
-		sys.queue, sys.redis, sys.redisAddr = rq, client, client.Options().Addr
+		sys.queue, sys.redis, sys.redisAddr = rq, client, addr
 		sys.queueName = "Redis at " + sys.redisAddr
 		sys.closers = append(sys.closers, client.Close)
 	}
@@ -484,23 +484,23 @@ func (s *system) recoverJobs(ctx context.Context) error {
 	return nil
 }
 
-// newRedisQueue returns the queue on the Redis rawURL names, asking Redis
-// nothing: connectQueue waits for it to answer.
-func newRedisQueue(rawURL string, opts queue.Options) (*queue.Redis, *redis.Client, error) {
-	ropts, err := redis.ParseURL(rawURL)
+// newRedisQueue returns the queue on the Redis (one server, a Sentinel
+// master or a cluster) that c names, and where that is for people, asking
+// Redis nothing: connectQueue waits for it to answer.
+func newRedisQueue(c RedisConfig, opts queue.Options) (*queue.Redis, redis.UniversalClient, string, error) {
+	target, err := parseRedis(c)
 	if err != nil {
-		return nil, nil, &ConfigError{Key: "redis.url", Msg: "not a Redis URL: " + redactURL(rawURL)}
+		return nil, nil, "", err
 	}
 	routeRedisLogs(opts.Logger)
 	// Baton retries the first contact itself, with a message each time.
-	ropts.DialerRetries = 1
-	client := redis.NewClient(ropts)
+	client := target.client(redisTuning{DialerRetries: 1})
 	q, err := queue.NewRedis(client, opts)
 	if err != nil {
 		client.Close()
-		return nil, nil, err
+		return nil, nil, "", err
 	}
-	return q, client, nil
+	return q, client, target.name, nil
 }
 
 // connectQueue waits until the queue answers, retrying Redis with backoff

@@ -35,8 +35,12 @@
 // The queue must not lose keys silently: run Redis with
 // maxmemory-policy noeviction, and with appendonly yes and appendfsync
 // everysec, so that a crash loses at most a second of dispatch state, which
-// the reconciler restores from the store. Standalone Redis and Sentinel are
-// supported.
+// the reconciler restores from the store. Standalone Redis, Sentinel and
+// Redis Cluster are supported: NewRedis takes any go-redis universal
+// client. On a cluster one queue lives on the node serving the slot of
+// {<name>}; queues of different names spread over the nodes. The aborts
+// channel is a plain (not sharded) channel, which a cluster forwards to
+// every node.
 //
 // A Claim waiting for a job holds one connection of the client's pool for
 // the whole wait: size the pool (redis.Options.PoolSize) above the number

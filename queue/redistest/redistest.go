@@ -31,6 +31,11 @@ type Server struct {
 	bin  string
 	dir  string
 	port int
+	// conf is a config file to start from (a sentinel's, which Sentinel
+	// rewrites); empty for none.
+	conf string
+	// extra are more redis-server arguments (a cluster node's, a sentinel's).
+	extra []string
 
 	mu  sync.Mutex
 	cmd *exec.Cmd // guarded by mu; nil when not running
@@ -70,14 +75,18 @@ func freePort(t testing.TB) int {
 
 func (s *Server) start(t testing.TB) {
 	t.Helper()
-	cmd := exec.Command(s.bin,
+	args := []string{
 		"--port", strconv.Itoa(s.port),
 		"--bind", "127.0.0.1",
 		"--dir", s.dir,
 		"--save", "",
 		"--appendonly", "no",
 		"--logfile", "redis.log",
-	)
+	}
+	if s.conf != "" {
+		args = append([]string{s.conf}, args...)
+	}
+	cmd := exec.Command(s.bin, append(args, s.extra...)...)
 	cmd.Dir = s.dir
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start redis-server: %v", err)
