@@ -89,7 +89,7 @@ func TestMainExitCodes(t *testing.T) {
 		{"unknown key via BATON_CONFIG", map[string]string{"BATON_CONFIG": badKey}, []string{"migrate"}, 2, []string{badKey + ":3: llm.temprature: unknown key"}, nil},
 		{"missing config file", nil, []string{"serve", "--config", "/nonexistent/baton.yaml"}, 2, []string{"/nonexistent/baton.yaml: cannot read config"}, nil},
 		{"slack without tokens", nil, []string{"serve", "--config", slackOn}, 2, []string{"invalid configuration", "slack.bot_token: is required", "slack.app_token: is required"}, nil},
-		{"invalid env value", map[string]string{"REDIS_URL": "localhost:6379"}, []string{"worker"}, 2, []string{"redis.url: must be a redis://"}, nil},
+		{"invalid env value", map[string]string{"REDIS_URL": "localhost:6379"}, []string{"worker"}, 2, []string{"redis.url: must be redis://"}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
