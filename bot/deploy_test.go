@@ -273,15 +273,19 @@ func ignoredBy(pats []string, src string) string {
 // compose is the part of docker-compose.yml the tests read.
 type compose struct {
 	Services map[string]struct {
-		Image           string                                `yaml:"image"`
-		Build           any                                   `yaml:"build"`
-		Command         any                                   `yaml:"command"`
-		EnvFile         any                                   `yaml:"env_file"`
-		Environment     map[string]any                        `yaml:"environment"`
-		Volumes         []string                              `yaml:"volumes"`
-		DependsOn       map[string]struct{ Condition string } `yaml:"depends_on"`
-		Healthcheck     *struct{ Test any }                   `yaml:"healthcheck"`
-		StopGracePeriod string                                `yaml:"stop_grace_period"`
+		Image       string         `yaml:"image"`
+		Build       any            `yaml:"build"`
+		Command     any            `yaml:"command"`
+		EnvFile     any            `yaml:"env_file"`
+		Environment map[string]any `yaml:"environment"`
+		Volumes     []string       `yaml:"volumes"`
+		DependsOn   map[string]struct {
+			Condition string
+			Required  *bool
+		} `yaml:"depends_on"`
+		Profiles        []string            `yaml:"profiles"`
+		Healthcheck     *struct{ Test any } `yaml:"healthcheck"`
+		StopGracePeriod string              `yaml:"stop_grace_period"`
 	} `yaml:"services"`
 	Volumes map[string]any `yaml:"volumes"`
 }
@@ -374,6 +378,18 @@ func TestCompose(t *testing.T) {
 	}
 	if grace <= DefaultConfig().Workers.ShutdownGrace {
 		t.Errorf("stop_grace_period %v does not outlast workers.shutdown_grace %v: Docker would kill running jobs", grace, DefaultConfig().Workers.ShutdownGrace)
+	}
+	// PostgreSQL comes with its profile only, healthy before Baton starts,
+	// its data on a volume.
+	pg, ok := c.Services["postgres"]
+	if !ok || !slices.Contains(pg.Profiles, "postgres") || len(pg.Volumes) == 0 {
+		t.Errorf("postgres service %+v: want one under the postgres profile with a volume", pg)
+	}
+	if pg.Healthcheck == nil || !slices.Contains(words(pg.Healthcheck.Test), "pg_isready") {
+		t.Error("the postgres service has no healthcheck (pg_isready)")
+	}
+	if d := baton.DependsOn["postgres"]; d.Condition != "service_healthy" || d.Required == nil || *d.Required {
+		t.Errorf("baton depends on postgres as %+v, want service_healthy and required: false (the profile is optional)", d)
 	}
 	// The env file the compose file names is the one .env.example documents.
 	if _, err := os.Stat(filepath.Join(repoRoot, ".env.example")); err != nil {
