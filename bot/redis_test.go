@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"strings"
@@ -10,6 +11,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/baton-bot/baton/core"
+	"github.com/baton-bot/baton/core/workspace"
 	"github.com/baton-bot/baton/queue"
 	"github.com/baton-bot/baton/queue/redistest"
 )
@@ -158,5 +161,40 @@ func TestRedisSentinelQueue(t *testing.T) {
 	l, err := q.Claim(ctx, 5*time.Second)
 	if err != nil || l.JobID != 7 {
 		t.Fatalf("Claim = job %d, %v; want job 7", l.JobID, err)
+	}
+}
+
+// TestQueueNamedAfterTheStore: two stores sharing one Redis (a store
+// replaced under it, or two runs of the load test) have queues of their
+// own, so a store's job 1 never meets another store's job 1; the same
+// store opened again finds its queue.
+func TestQueueNamedAfterTheStore(t *testing.T) {
+	rs := redistest.Start(t)
+	ctx := context.Background()
+	open := func(dataDir string) *system {
+		cfg := DefaultConfig()
+		cfg.DataDir, cfg.Redis.URL = dataDir, "redis://"+rs.Addr()+"/0"
+		cfg.LLM.APIKey = "sk-test"
+		sys, err := newSystem(ctx, cfg, slog.New(slog.DiscardHandler), systemOptions{workspaces: workspace.Adopt})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sys
+	}
+	first, second := t.TempDir(), t.TempDir()
+	a := open(first)
+	if err := a.queue.Enqueue(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	b := open(second)
+	defer b.Close()
+	if l, err := b.queue.Claim(ctx, 200*time.Millisecond); !errors.Is(err, core.ErrNoJob) {
+		t.Fatalf("a new store's queue handed out %+v, %v: another store's job", l, err)
+	}
+	again := open(first)
+	defer again.Close()
+	if l, err := again.queue.Claim(ctx, 5*time.Second); err != nil || l.JobID != 1 {
+		t.Fatalf("the same store reopened: Claim = %+v, %v; want its job 1", l, err)
 	}
 }

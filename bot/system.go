@@ -400,6 +400,15 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger, opts systemOpt
 		sys.queue, sys.embedded, sys.queueName = mem, true, "the in-process queue"
 		sys.closers = append(sys.closers, mem.Close)
 	} else {
+		// The queue's keys are named after the store: a new or replaced
+		// store never meets another store's jobs in a Redis they shared
+		// (its job ids start at 1 again); the reconciler dispatches the
+		// store's own jobs into its keys.
+		id, err := sys.store.StoreID(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("the store's id, which names its queue: %w", err)
+		}
+		qopts.Prefix = queuePrefix(id)
 		// Redis is not asked anything yet: connectQueue waits for it, so
 		// that what needs no queue (HTTP, the adapters) starts without it.
 		rq, client, addr, err := newRedisQueue(cfg.Redis, qopts)
@@ -501,6 +510,21 @@ func newRedisQueue(c RedisConfig, opts queue.Options) (*queue.Redis, redis.Unive
 		return nil, nil, "", err
 	}
 	return q, client, target.name, nil
+}
+
+// queuePrefix is the Redis key prefix of the store with id storeID:
+// "baton:" and the id's first 16 letters and digits.
+func queuePrefix(storeID string) string {
+	var b strings.Builder
+	for _, r := range storeID {
+		if b.Len() == 16 {
+			break
+		}
+		if ('a' <= r && r <= 'z') || ('A' <= r && r <= 'Z') || ('0' <= r && r <= '9') {
+			b.WriteRune(r)
+		}
+	}
+	return queue.DefaultPrefix + ":" + b.String()
 }
 
 // connectQueue waits until the queue answers, retrying Redis with backoff
