@@ -3,17 +3,14 @@ package sqlite
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/baton-bot/baton/core"
+	"github.com/baton-bot/baton/core/workspace"
 )
 
 const taskCols = `id, COALESCE(parent_task_id, 0), platform, team, channel, thread,
@@ -53,23 +50,12 @@ func insertTask(ctx context.Context, tx *txn, t core.Task, root string) (core.Ta
 		return core.Task{}, constraint(err)
 	}
 	if t.Workspace == "" {
-		ws := filepath.Join(root, workspaceName(id))
+		ws := workspace.Dir(root, id)
 		if _, err := tx.ExecContext(ctx, `UPDATE tasks SET workspace = ? WHERE id = ?`, ws, id); err != nil {
 			return core.Task{}, err
 		}
 	}
 	return scanTask(tx.QueryRowContext(ctx, `SELECT `+taskCols+` FROM tasks WHERE id = ?`, id))
-}
-
-// workspaceName names the workspace of a new task: its id and a random
-// suffix, so that the name never repeats even when ids do (a store lost
-// and started afresh, an older copy restored) and a new task never opens
-// the directory of an old one. Tasks created before names had a suffix
-// keep the WorkspaceRoot/<id> they were given.
-func workspaceName(id int64) string {
-	var b [8]byte
-	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
-	return strconv.FormatInt(id, 10) + "-" + hex.EncodeToString(b[:])
 }
 
 // EnsureTask returns the task for t.Thread, creating it from t when there
