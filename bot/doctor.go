@@ -374,10 +374,10 @@ func sandboxState(cfg Config, sb *sandbox.Sandbox, err error) check {
 		return warning(name, "tools.bash.sandbox is none: Bash and git run on the host, under resource limits only, and can read and write whatever Baton can",
 			"set tools.bash.sandbox: auto where bubblewrap works")
 	case err != nil:
-		return failure(name, "tools.bash.sandbox is bwrap and bubblewrap does not work here, so Baton will not start: "+clipText(oneLine(err), 400), sandboxFix(err.Error()))
+		return failure(name, "tools.bash.sandbox is bwrap and bubblewrap does not work here, so Baton will not start: "+clip(oneLine(err), 400), sandboxFix(err.Error()))
 	}
 	if ok, why := sb.Available(); !ok {
-		return warning(name, "bubblewrap does not work here, so Bash is disabled (the agent is told so; tools.bash.sandbox: auto): "+clipText(why, 400), sandboxFix(why))
+		return warning(name, "bubblewrap does not work here, so Bash is disabled (the agent is told so; tools.bash.sandbox: auto): "+clip(why, 400), sandboxFix(why))
 	}
 	uid, _, differs := sb.Owner()
 	detail := "bubblewrap works: Bash and git run sandboxed"
@@ -450,13 +450,6 @@ func (d *doctor) reach() check {
 func under(p, dir string) bool {
 	rel, err := filepath.Rel(dir, p)
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
-}
-
-func clipText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 // shownURL is raw as checks show it: scheme, host, port and path, without

@@ -264,7 +264,7 @@ func (d *doctor) discordCall(ctx context.Context, path string, v any) (int, stri
 			Message string `json:"message"`
 		}
 		if json.NewDecoder(body).Decode(&e) == nil && e.Message != "" && e.Code != 0 {
-			why += fmt.Sprintf(": %s (%d)", clipText(printable(e.Message), 100), e.Code)
+			why += fmt.Sprintf(": %s (%d)", clip(printable(e.Message), 100), e.Code)
 		}
 		return resp.StatusCode, why, nil
 	}

@@ -274,7 +274,7 @@ func completionFailure(name string, err error, key Secret, at, model string) che
 				"set llm.model (BATON_LLM_MODEL) to a model the endpoint serves, and llm.base_url (OPENAI_BASE_URL) to the API's root (it usually ends in /v1)")
 		}
 	}
-	return failure(name, fmt.Sprintf("a completion at %s failed: %s", at, clipText(oneLine(err), 300)), "check the model server's log, llm.base_url (OPENAI_BASE_URL) and llm.model")
+	return failure(name, fmt.Sprintf("a completion at %s failed: %s", at, clip(oneLine(err), 300)), "check the model server's log, llm.base_url (OPENAI_BASE_URL) and llm.model")
 }
 
 func hostOf(raw string) string {
