@@ -95,11 +95,10 @@ func (s *Service) HandleAction(ctx context.Context, a Action) (Reply, error) {
 			return s.abort(ctx, task, a.Author)
 		}
 		r, err := s.retry(ctx, task, a.Author)
-		if err != nil || !r.Public {
-			return r, err
+		if err != nil {
+			return Reply{}, err
 		}
-		s.post(ctx, task.ID, 0, r.Text)
-		return Reply{}, nil
+		return s.publish(ctx, task, r), nil
 	}
 	return Reply{Text: s.say("action_unknown")}, nil
 }

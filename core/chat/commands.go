@@ -24,11 +24,17 @@ func (s *Service) runCommand(ctx context.Context, task core.Task, m Message, key
 	if first, err := s.seen(ctx, keys); err != nil || !first {
 		return Reply{}, err
 	}
+	return s.publish(ctx, task, r), nil
+}
+
+// publish posts a reply meant for the thread (Public) in task's thread
+// and returns what is left for the author alone.
+func (s *Service) publish(ctx context.Context, task core.Task, r Reply) Reply {
 	if !r.Public || task.ID == 0 {
-		return r, nil
+		return r
 	}
 	s.post(ctx, task.ID, 0, r.Text)
-	return Reply{}, nil
+	return Reply{}
 }
 
 // HandleCommand runs a slash command. Inside a task's thread the task is
