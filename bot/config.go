@@ -153,6 +153,10 @@ type FilesConfig struct {
 
 // WorkspacesConfig governs task workspaces.
 type WorkspacesConfig struct {
+	// Root holds the tasks' workspaces; "" is data_dir/workspaces. Gateways
+	// and workers on several hosts share it (a shared volume): it is the
+	// only local state they share.
+	Root      string        `yaml:"root"`
 	Retention time.Duration `yaml:"retention"`
 	// MaxBytes caps each workspace (workspace.Quota); 0: no cap.
 	MaxBytes int64 `yaml:"max_bytes"`

@@ -159,8 +159,14 @@ func storeName(cfg Config) string {
 	return redactURL(cfg.Database.URL)
 }
 
-// workspaceRoot holds the tasks' workspaces.
-func workspaceRoot(cfg Config) string { return filepath.Join(cfg.DataDir, "workspaces") }
+// workspaceRoot holds the tasks' workspaces: workspaces.root, or
+// data_dir/workspaces when it is empty.
+func workspaceRoot(cfg Config) string {
+	if cfg.Workspaces.Root != "" {
+		return cfg.Workspaces.Root
+	}
+	return filepath.Join(cfg.DataDir, "workspaces")
+}
 
 // store is what Baton needs of its system of record, SQLite's or
 // PostgreSQL's: core.Store, what workspace.Claim reads, the tiny write of

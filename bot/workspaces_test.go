@@ -172,3 +172,30 @@ func TestReadyzStoreReplaced(t *testing.T) {
 		t.Errorf("logged %d times, want once:\n%s", n, r.stderr.String())
 	}
 }
+
+// TestWorkspacesRootElsewhere: workspaces.root puts the tasks' workspaces
+// outside data_dir (a volume shared by several hosts), and the agent's
+// files land there.
+func TestWorkspacesRootElsewhere(t *testing.T) {
+	n := newNewcomer(t)
+	root := filepath.Join(t.TempDir(), "shared")
+	n.env["BATON_WORKSPACES_ROOT"] = root
+	n.srv.Script(
+		llmtest.Call("Write", `{"path":"output/note.txt","content":"on the shared volume"}`),
+		llmtest.Call("transition", `{"next_step":"COMPLETE","summary":"Written."}`),
+	)
+	code, stdout, stderr := n.run("write a note")
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	_, ws := workspaceOf(t, stderr)
+	if !strings.HasPrefix(ws, root+string(filepath.Separator)) {
+		t.Errorf("workspace %s is not under workspaces.root %s", ws, root)
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "output", "note.txt")); err != nil || string(b) != "on the shared volume" {
+		t.Errorf("the note: %q, %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(n.env["BATON_DATA_DIR"], "workspaces")); !os.IsNotExist(err) {
+		t.Errorf("data_dir/workspaces exists beside workspaces.root: %v", err)
+	}
+}
