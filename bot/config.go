@@ -108,6 +108,12 @@ type RedisConfig struct {
 	// ClusterAddrs are host:port addresses of Redis Cluster nodes (a few
 	// suffice: the client learns the rest); file only, like every list.
 	ClusterAddrs []string `yaml:"cluster_addrs"`
+	// ClusterUsername and ClusterPassword are the cluster nodes' ACL user
+	// and password (a URL carries its own); ClusterTLS connects to them
+	// with TLS.
+	ClusterUsername string `yaml:"cluster_username"`
+	ClusterPassword Secret `yaml:"cluster_password"`
+	ClusterTLS      bool   `yaml:"cluster_tls"`
 }
 
 // QueueConfig holds the queue's lease timings and retry limit.

@@ -47,14 +47,21 @@ func parseRedis(c RedisConfig) (redisTarget, error) {
 	if c.URL != "" && len(c.ClusterAddrs) > 0 {
 		return redisTarget{}, &ConfigError{Key: "redis.cluster_addrs", Msg: "set either redis.url (one Redis, or Sentinel) or redis.cluster_addrs (Redis Cluster), not both"}
 	}
+	if len(c.ClusterAddrs) == 0 && (c.ClusterUsername != "" || c.ClusterPassword != "" || c.ClusterTLS) {
+		return redisTarget{}, &ConfigError{Key: "redis.cluster_password", Msg: "redis.cluster_username, redis.cluster_password and redis.cluster_tls apply to redis.cluster_addrs only; put a single Redis's or Sentinel's credentials in redis.url"}
+	}
 	if len(c.ClusterAddrs) > 0 {
 		for _, a := range c.ClusterAddrs {
 			if h, p, err := net.SplitHostPort(a); err != nil || h == "" || p == "" {
 				return redisTarget{}, &ConfigError{Key: "redis.cluster_addrs", Msg: fmt.Sprintf("must be a list of host:port, got %q", a)}
 			}
 		}
+		o := &redis.ClusterOptions{Addrs: c.ClusterAddrs, Username: c.ClusterUsername, Password: c.ClusterPassword.Reveal()}
+		if c.ClusterTLS {
+			o.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+		}
 		return redisTarget{
-			cluster: &redis.ClusterOptions{Addrs: c.ClusterAddrs},
+			cluster: o,
 			name:    "cluster " + strings.Join(c.ClusterAddrs, ", "),
 		}, nil
 	}

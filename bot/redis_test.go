@@ -65,6 +65,9 @@ func TestParseRedis(t *testing.T) {
 		{"cluster", RedisConfig{ClusterAddrs: []string{"10.0.0.1:7000", "10.0.0.2:7000"}}, redisSummary{
 			Kind: "cluster", Addrs: []string{"10.0.0.1:7000", "10.0.0.2:7000"}, Name: "cluster 10.0.0.1:7000, 10.0.0.2:7000",
 		}},
+		{"cluster with credentials", RedisConfig{ClusterAddrs: []string{"10.0.0.1:7000"}, ClusterUsername: "baton", ClusterPassword: "pw", ClusterTLS: true}, redisSummary{
+			Kind: "cluster", Addrs: []string{"10.0.0.1:7000"}, Username: "baton", Password: "pw", TLS: true, Name: "cluster 10.0.0.1:7000",
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -105,9 +108,18 @@ func TestParseRedisHidesPassword(t *testing.T) {
 // through another's.
 func TestRedisClusterQueue(t *testing.T) {
 	ctx := t.Context()
-	cluster := redistest.StartCluster(t)
-	cfg := RedisConfig{ClusterAddrs: cluster.Addrs()[:1]} // the client learns the other nodes
+	cluster := redistest.StartClusterAuth(t, "cluster-s3cret")
+	// The client learns the other nodes from the first.
+	cfg := RedisConfig{ClusterAddrs: cluster.Addrs()[:1], ClusterPassword: "cluster-s3cret"}
 	opts := queue.Options{Logger: slog.New(slog.NewTextHandler(t.Output(), nil))}
+	if q, client, _, err := newRedisQueue(RedisConfig{ClusterAddrs: cfg.ClusterAddrs}, opts); err == nil {
+		err = q.Enqueue(ctx, 41)
+		_ = q.Close()
+		_ = client.Close()
+		if err == nil {
+			t.Error("a cluster that requires a password took a job from a client without one")
+		}
+	}
 	var qs []*queue.Redis
 	for range 2 {
 		q, client, addr, err := newRedisQueue(cfg, opts)

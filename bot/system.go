@@ -575,7 +575,11 @@ func (r redisLogs) Printf(ctx context.Context, format string, args ...any) {
 var redisLogsOnce sync.Once
 
 // routeRedisLogs installs redisLogs; go-redis keeps one logger per process.
+// A nil log installs nothing.
 func routeRedisLogs(log *slog.Logger) {
+	if log == nil {
+		return
+	}
 	redisLogsOnce.Do(func() { redis.SetLogger(redisLogs{log: log}) })
 }
 

@@ -19,13 +19,26 @@ import (
 // port, cluster bus port and directory, joined by redis-cli --cluster
 // create. The processes and their directories go when the test ends.
 type Cluster struct {
-	nodes []*Server
+	nodes    []*Server
+	password string
 }
 
 // StartCluster starts a three-master cluster for t and waits until every
 // node reports cluster_state:ok. It skips t when redis-server or redis-cli
 // is missing from PATH, or fails it when BATON_REQUIRE_REDIS=1.
 func StartCluster(t testing.TB) *Cluster {
+	t.Helper()
+	return startCluster(t, "")
+}
+
+// StartClusterAuth is StartCluster with every node requiring password
+// (requirepass and masterauth) of the default user.
+func StartClusterAuth(t testing.TB, password string) *Cluster {
+	t.Helper()
+	return startCluster(t, password)
+}
+
+func startCluster(t testing.TB, password string) *Cluster {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -35,7 +48,7 @@ func StartCluster(t testing.TB) *Cluster {
 	if err != nil {
 		unavailable(t, "redis-cli is not on PATH (it creates the test's Redis Cluster)")
 	}
-	c := &Cluster{}
+	c := &Cluster{password: password}
 	for i := range 3 {
 		dir := filepath.Join(t.TempDir(), "node"+strconv.Itoa(i))
 		if err := os.Mkdir(dir, 0o700); err != nil {
@@ -46,7 +59,10 @@ func StartCluster(t testing.TB) *Cluster {
 			"--cluster-config-file", filepath.Join(dir, "nodes.conf"),
 			"--cluster-port", strconv.Itoa(freePort(t)),
 			"--cluster-node-timeout", "5000",
-		}}
+		}, password: password}
+		if password != "" {
+			s.extra = append(s.extra, "--requirepass", password, "--masterauth", password)
+		}
 		t.Cleanup(s.Stop)
 		s.start(t)
 		c.nodes = append(c.nodes, s)
@@ -57,7 +73,11 @@ func StartCluster(t testing.TB) *Cluster {
 	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if out, err := exec.CommandContext(ctx, cli, args...).CombinedOutput(); err != nil {
+	create := exec.CommandContext(ctx, cli, args...)
+	if password != "" {
+		create.Env = append(os.Environ(), "REDISCLI_AUTH="+password) // not on the command line
+	}
+	if out, err := create.CombinedOutput(); err != nil {
 		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
 	}
 	for _, s := range c.nodes {
@@ -70,7 +90,7 @@ func StartCluster(t testing.TB) *Cluster {
 // slot is served and the nodes have met.
 func (c *Cluster) waitOK(t testing.TB, s *Server) {
 	t.Helper()
-	rc := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
+	rc := redis.NewClient(&redis.Options{Addr: s.Addr(), Password: c.password, MaxRetries: -1})
 	defer rc.Close()
 	deadline := time.Now().Add(30 * time.Second)
 	var info string
@@ -101,7 +121,7 @@ func (c *Cluster) Addrs() []string {
 // Client returns a cluster client of c, closed when t ends.
 func (c *Cluster) Client(t testing.TB) *redis.ClusterClient {
 	t.Helper()
-	rc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), PoolSize: 64})
+	rc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), Password: c.password, PoolSize: 64})
 	t.Cleanup(func() { _ = rc.Close() })
 	return rc
 }

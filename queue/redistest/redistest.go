@@ -36,6 +36,8 @@ type Server struct {
 	conf string
 	// extra are more redis-server arguments (a cluster node's, a sentinel's).
 	extra []string
+	// password is the server's requirepass; empty for none.
+	password string
 
 	mu  sync.Mutex
 	cmd *exec.Cmd // guarded by mu; nil when not running
@@ -95,7 +97,7 @@ func (s *Server) start(t testing.TB) {
 	s.cmd = cmd
 	s.mu.Unlock()
 
-	c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
+	c := redis.NewClient(&redis.Options{Addr: s.Addr(), Password: s.password, MaxRetries: -1})
 	defer c.Close()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
