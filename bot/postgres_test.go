@@ -4,8 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"io"
+	"net/http"
 	"net/url"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -133,5 +136,53 @@ func TestDoctorOnPostgres(t *testing.T) {
 	}
 	if strings.Contains(stdout+stderr, "any-pw-trust-ignores") {
 		t.Error("doctor printed the password")
+	}
+}
+
+// TestServeOnPostgres: `baton serve` with DATABASE_URL on PostgreSQL takes
+// a task through the task API and answers it; /readyz names no password.
+func TestServeOnPostgres(t *testing.T) {
+	dbURL := postgresURL(t)
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword("postgres", "pg-s3cret") // trust auth: any password passes
+	dbURL = u.String()
+	llmSrv := llmtest.NewServer(t)
+	llmSrv.Script(
+		llmtest.Call("Write", `{"path":"output/haiku.txt","content":"queues hum at night"}`),
+		llmtest.Call("transition", `{"next_step":"COMPLETE","summary":"Wrote output/haiku.txt."}`),
+	)
+	conf := writeConfig(t, "http:\n  addr: 127.0.0.1:0\ntools:\n  bash:\n    sandbox: none\n")
+	env := map[string]string{"BATON_DATA_DIR": t.TempDir(), "OPENAI_BASE_URL": llmSrv.URL(), "OPENAI_API_KEY": "sk-x",
+		"BATON_API_TOKEN": "t0ken", "DATABASE_URL": dbURL}
+	r := runBackground(t, env, "serve", "--config", conf)
+	base := "http://" + r.logged(t, `baton serve started" http=(\S+)`)
+	waitAnswer(t, base, "t0ken", createTask(t, base, "t0ken", "Write a haiku about job queues to output/haiku.txt"),
+		"Wrote output/haiku.txt.", time.Now().Add(60*time.Second))
+	resp, err := http.Get(base + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || strings.Contains(string(body), "pg-s3cret") {
+		t.Errorf("/readyz = %d %s", resp.StatusCode, body)
+	}
+	r.stop()
+	select {
+	case code := <-r.done:
+		if code != 0 {
+			t.Errorf("serve exit %d:\n%s", code, r.stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not stop")
+	}
+	if strings.Contains(r.stderr.String(), "pg-s3cret") {
+		t.Errorf("the database password reached the log:\n%s", r.stderr.String())
+	}
+	if !regexp.MustCompile(`store="?postgres`).MatchString(r.stderr.String()) {
+		t.Errorf("the start line does not name the PostgreSQL store:\n%s", r.stderr.String())
 	}
 }
