@@ -54,7 +54,7 @@ func (m *Main) chatSession(ctx context.Context, jf jobFlags) error {
 		defer close(poolDone)
 		_ = sys.pool.Run(runCtx)
 	}()
-	d = sys.deliver(runCtx, core.PlatformConsole, term)
+	d, _ = sys.deliver(runCtx, core.PlatformConsole, term)
 	defer func() {
 		stop()
 		<-poolDone

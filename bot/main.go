@@ -78,6 +78,10 @@ type Main struct {
 	// listener opens the listener of a config key (http.addr, admin.addr);
 	// nil: listen. Tests hand in listeners that fail.
 	listener func(key, addr string) (net.Listener, error)
+	// leases, when set, wraps the store's leases (core.LeaseStore) that
+	// gateways hold: tests hand in leases that are never released, as a
+	// killed process leaves them.
+	leases func(core.LeaseStore) core.LeaseStore
 	// describe, when set, receives the flag sets of a command run with
 	// --help instead of their help being printed: `baton completion`
 	// collects the flags so. setup refuses to go on while it is set.

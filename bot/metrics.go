@@ -87,6 +87,19 @@ func (m *metrics) watch(g gauges) {
 	})
 }
 
+// watchDiscord registers baton_discord_connection_held, read from held.
+func (m *metrics) watchDiscord(held func() bool) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "baton_discord_connection_held",
+		Help: "1 while this process holds the Discord lease and with it the gateway connection; 0 on standby.",
+	}, func() float64 {
+		if held() {
+			return 1
+		}
+		return 0
+	}))
+}
+
 func (m *metrics) LLMCall(model string, took time.Duration, u llm.Usage, err error) {
 	m.llmLatency.WithLabelValues(model).Observe(took.Seconds())
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	stdlog "log"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"slices"
@@ -20,6 +21,7 @@ import (
 	"github.com/baton-bot/baton/adapters/discord"
 	"github.com/baton-bot/baton/adapters/slack"
 	"github.com/baton-bot/baton/core"
+	"github.com/baton-bot/baton/core/lease"
 	"github.com/baton-bot/baton/core/workspace"
 )
 
@@ -186,13 +188,15 @@ func (m *Main) serveAll(ctx context.Context, cmd string, workers bool) error {
 
 // startAdapters starts the enabled chat adapters and their deliverers
 // (only the process that runs an adapter posts for its platform: Discord's
-// rate limits are per process). An adapter that stops with an error (a
+// rate limits are per process); Discord's only while this process holds
+// its lease (startDiscord). An adapter that stops with an error (a
 // bad token, a refused intent) is reported on errc; wg is done when every
 // adapter returned. It returns the adapters' last-event clocks for
 // /metrics.
 func (m *Main) startAdapters(ctx context.Context, sys *system, mux *http.ServeMux, wg *sync.WaitGroup, errc chan<- error) (map[string]func() time.Time, error) {
 	last := map[string]func() time.Time{}
 	sys.ready = map[string]func(context.Context) error{}
+	sys.notes = map[string]func() string{}
 	run := func(name string, fn func(context.Context) error) {
 		wg.Go(func() {
 			if err := fn(ctx); err != nil && ctx.Err() == nil {
@@ -220,27 +224,92 @@ func (m *Main) startAdapters(ctx context.Context, sys *system, mux *http.ServeMu
 		sys.ready["slack"] = identified(ctx, a.Identify, m.Logger)
 		m.Logger.Info("Slack adapter on", "mode", c.Mode)
 	}
-	if c := m.Config.Discord; c.Enabled {
-		a, err := discord.New(sys.chat, discord.Config{
-			Token: c.BotToken.Reveal(), APIURL: c.APIURL, GuildID: c.GuildID,
-			RequireMention: c.RequireMention, IgnoreBots: c.IgnoreBots, Logger: m.Logger.With("adapter", "discord"),
-		})
+	if m.Config.Discord.Enabled {
+		held, err := m.startDiscord(sys, run, last)
 		if err != nil {
-			return nil, &exitError{code: exitUsage, err: fmt.Errorf("discord: %w", err)}
+			return nil, err
 		}
-		sys.deliver(ctx, core.PlatformDiscord, a)
-		run("discord", a.Run)
-		last["discord"] = a.LastEvent
-		sys.ready["discord"] = func(context.Context) error {
-			// The gateway's heartbeat acks count as events.
-			if t := a.LastEvent(); t.IsZero() || time.Since(t) > 2*time.Minute {
-				return errors.New("no gateway event for 2 minutes")
-			}
-			return nil
-		}
-		m.Logger.Info("Discord adapter on")
+		sys.metrics.watchDiscord(held)
 	}
 	return last, nil
+}
+
+// discordLease is the lease of Discord's gateway connection: of the
+// processes sharing a store only its holder connects and delivers
+// Discord's outbox (two connections would each receive every message).
+// Its holder renews it every 5 s for 15 s; a standby tries every 5 s, so
+// that a holder that died is replaced within 20 s.
+const discordLease = "discord"
+
+// startDiscord starts the Discord adapter and its deliverer for each term
+// during which this process holds discordLease (core/lease), through run;
+// on standby /readyz says so and counts the process ready. A lost lease
+// closes the connection and stops the deliverer at once; a stopping
+// process releases the lease so that another takes over at once. An
+// adapter cannot run twice: each term has a new one. held reports whether
+// this process holds the connection.
+func (m *Main) startDiscord(sys *system, run func(name string, fn func(context.Context) error), last map[string]func() time.Time) (held func() bool, err error) {
+	c := m.Config.Discord
+	cfg := discord.Config{
+		Token: c.BotToken.Reveal(), APIURL: c.APIURL, GuildID: c.GuildID,
+		RequireMention: c.RequireMention, IgnoreBots: c.IgnoreBots, Logger: m.Logger.With("adapter", "discord"),
+	}
+	// The first one checks the configuration before anything starts.
+	next, err := discord.New(sys.chat, cfg)
+	if err != nil {
+		return nil, &exitError{code: exitUsage, err: fmt.Errorf("discord: %w", err)}
+	}
+	var leases core.LeaseStore = sys.store
+	if m.leases != nil {
+		leases = m.leases(leases)
+	}
+	holder, err := lease.New(leases, lease.Config{Name: discordLease, TTL: lease.DefaultTTL, Every: lease.DefaultEvery,
+		Logger: m.Logger.With("adapter", "discord")})
+	if err != nil {
+		return nil, err
+	}
+	var current atomic.Pointer[discord.Adapter] // the adapter of the term under way
+	term := func(ctx context.Context) error {
+		a := next // terms never overlap
+		if next = nil; a == nil {
+			var err error
+			if a, err = discord.New(sys.chat, cfg); err != nil {
+				return fmt.Errorf("discord: %w", err)
+			}
+		}
+		current.Store(a)
+		defer current.Store(nil)
+		dctx, stop := context.WithCancel(ctx)
+		_, stopped := sys.deliver(dctx, core.PlatformDiscord, a)
+		defer func() { stop(); <-stopped }()
+		return a.Run(ctx)
+	}
+	run("discord", func(ctx context.Context) error { return holder.Run(ctx, term) })
+	last["discord"] = func() time.Time {
+		if a := current.Load(); a != nil {
+			return a.LastEvent()
+		}
+		return time.Time{}
+	}
+	sys.ready["discord"] = func(context.Context) error {
+		a := current.Load()
+		if a == nil {
+			return nil // standby: another process holds the connection
+		}
+		// The gateway's heartbeat acks count as events.
+		if t := a.LastEvent(); t.IsZero() || time.Since(t) > 2*time.Minute {
+			return errors.New("no gateway event for 2 minutes")
+		}
+		return nil
+	}
+	sys.notes["discord"] = func() string {
+		if current.Load() == nil {
+			return "standby: another process holds the Discord connection, or none does yet"
+		}
+		return "holds the Discord connection"
+	}
+	m.Logger.Info("Discord adapter on: it connects while this process holds the Discord lease", "lease", discordLease)
+	return func() bool { return current.Load() != nil }, nil
 }
 
 // adapterStop bounds the wait for the adapters at shutdown; Slack's
@@ -342,7 +411,9 @@ func listen(key, addr string) (net.Listener, error) {
 // 503 once live has ended (shutdown has begun), while the store cannot
 // write (its heartbeat, a tiny write every 10 s, failed) or data_dir is
 // below workspaces.min_free_bytes, and while the queue or an adapter is
-// not ready; /healthz keeps answering 200 while the process drains.
+// not ready; /healthz keeps answering 200 while the process drains. A
+// ready answer says "ready", then a line per adapter note ("discord:
+// standby: …").
 func (s *system) opsRoutes(live context.Context, mux *http.ServeMux) {
 	writable := s.watchWrites(live)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -388,6 +459,9 @@ func (s *system) opsRoutes(live context.Context, mux *http.ServeMux) {
 			}
 		}
 		fmt.Fprintln(w, "ready")
+		for _, name := range slices.Sorted(maps.Keys(s.notes)) {
+			fmt.Fprintf(w, "%s: %s\n", name, s.notes[name]())
+		}
 	})
 	mux.Handle("GET /metrics", s.metrics.handler())
 }

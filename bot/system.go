@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -62,6 +63,7 @@ type system struct {
 	metrics  *metrics
 	floor    *workspace.Floor                       // data_dir's free-space floor: tools and /readyz
 	ready    map[string]func(context.Context) error // adapters' readiness, by name
+	notes    map[string]func() string               // what /readyz says of a ready adapter, by name
 	closers  []func() error
 
 	heartbeatEvery time.Duration // of /readyz's store heartbeat; 0: heartbeatEvery (tests shorten it)
@@ -94,19 +96,26 @@ type systemOptions struct {
 }
 
 // deliver starts a deliverer of platform's outbox through poster, until ctx
-// ends; the conversation service wakes it whenever it writes.
-func (s *system) deliver(ctx context.Context, platform core.Platform, poster chat.Poster) *outbox.Deliverer {
-	d := outbox.New(s.store, platform, poster, outbox.Config{
+// ends; the conversation service wakes it whenever it writes. stopped is
+// closed once it has stopped: its deliveries under way have returned and
+// it is woken no more.
+func (s *system) deliver(ctx context.Context, platform core.Platform, poster chat.Poster) (d *outbox.Deliverer, stopped <-chan struct{}) {
+	d = outbox.New(s.store, platform, poster, outbox.Config{
 		Split: chattext.Split, Logger: s.log.With("platform", string(platform)),
 		MaxFileBytes: s.cfg.Files.MaxBytes, Locale: s.cfg.Locale,
 	})
 	s.mu.Lock()
 	s.deliverers = append(s.deliverers, d)
 	s.mu.Unlock()
+	done := make(chan struct{})
 	s.running.Add(1)
 	go func() {
 		defer s.running.Done()
+		defer close(done)
 		_ = d.Run(ctx)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.deliverers = slices.DeleteFunc(s.deliverers, func(o *outbox.Deliverer) bool { return o == d })
 	}()
 	if s.chat != nil {
 		// Where threads are delivered, undecided approvals are denied once
@@ -119,7 +128,7 @@ func (s *system) deliver(ctx context.Context, platform core.Platform, poster cha
 			}()
 		})
 	}
-	return d
+	return d, done
 }
 
 // approvalSweep is how often undecided approvals past their deadline are

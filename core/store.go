@@ -6,7 +6,8 @@ import (
 )
 
 // Store is the system of record: tasks, comments, jobs, their events, the
-// outbox, the inbox and inbound dedup keys. Implementations are safe for concurrent use.
+// outbox, the inbox, inbound dedup keys, and the leases of the processes
+// sharing it. Implementations are safe for concurrent use.
 // Errors wrap ErrNotFound, ErrStale, ErrDuplicate or *TransitionError where
 // those apply.
 type Store interface {
@@ -16,6 +17,7 @@ type Store interface {
 	InboundStore
 	InboxStore
 	ApprovalStore
+	LeaseStore
 	// Ping reports whether the store is reachable.
 	Ping(ctx context.Context) error
 	Close() error

@@ -14,7 +14,8 @@ import (
 // dumpTables are the tables Dump reads, parents before the tables that
 // refer to them, each in the order of its key (ids ascending, so that a
 // job's parent and the job it retries come before it). schema_migrations
-// is the store's own bookkeeping and is not data.
+// is the store's own bookkeeping and leases say who holds what now: neither
+// is data.
 var dumpTables = []struct{ name, order string }{
 	{"store_meta", "key"},
 	{"tasks", "id"},

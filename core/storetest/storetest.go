@@ -112,6 +112,13 @@ var areas = []struct {
 	{"counts", []test{
 		{"CountJobs", testCountJobs},
 	}},
+	{"leases", []test{
+		{"Exclusive", testLeaseExclusive},
+		{"Renew", testLeaseRenew},
+		{"Expiry", testLeaseExpiry},
+		{"Release", testLeaseRelease},
+		{"Race", testLeaseRace},
+	}},
 	{"concurrency", []test{
 		{"ConcurrentWriters", testConcurrentWriters},
 		{"EnsureTaskConcurrent", testEnsureTaskConcurrent},

@@ -13,7 +13,9 @@
 // The fake knows one guild (Guild) with one text channel (Text), a DM
 // channel (DM), a bot user (Bot) and an application (App). Its gateway
 // speaks the handshake (hello, identify, READY, GUILD_CREATE) and
-// acknowledges heartbeats; it does not resume, and REST checks the token
+// acknowledges heartbeats; it does not resume, it sends every event to
+// each of the bot's open connections as Discord does (Open and Connects
+// count them), and REST checks the token
 // only once RequireToken named it. GET users/@me and applications/@me
 // describe the bot and its application (flags: the Message Content intent
 // on, unless RefuseIntents), and GET applications/App/guilds/Guild/commands
@@ -36,6 +38,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"mime"
 	"mime/multipart"
 	"net/http"
@@ -107,11 +110,12 @@ type Server struct {
 	token     string // the bot token REST requests must carry (RequireToken); "": any
 	archived  map[string]bool
 	requests  []string
-	lookups   int             // GET /channels/{c}
-	conn      *websocket.Conn // the bot's gateway connection, the latest one
-	connected chan struct{}   // closed once the bot is connected
+	lookups   int                      // GET /channels/{c}
+	conns     map[*websocket.Conn]bool // the bot's gateway connections open now, past READY
+	connects  int                      // gateway connections that got READY
+	maxOpen   int                      // the most connections open at once
 
-	connWrite sync.Mutex // serialises writes to conn
+	connWrite sync.Mutex // serialises writes to the connections
 }
 
 // Message is a message the bot posted or edited.
@@ -200,7 +204,7 @@ func New(t testing.TB) *Server {
 		Text: {ID: Text, Type: 0, GuildID: Guild, Name: "general"},
 	}, history: map[string][]map[string]any{}, files: map[string]string{}, archived: map[string]bool{},
 		clicks: map[string]bool{}, acked: map[string]bool{}, tokens: map[string]string{},
-		connected: make(chan struct{})}
+		conns: map[*websocket.Conn]bool{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/gateway", func(w http.ResponseWriter, r *http.Request) {
 		reply(w, map[string]any{"url": "ws://" + r.Host + "/gw"})
@@ -618,15 +622,20 @@ func (f *Server) gateway(w http.ResponseWriter, r *http.Request) {
 	}})
 	f.mu.Lock()
 	text := f.channels[Text]
-	first := f.conn == nil
-	f.conn = c
 	f.mu.Unlock()
 	f.write(c, map[string]any{"op": 0, "s": 2, "t": "GUILD_CREATE", "d": map[string]any{
 		"id": Guild, "name": "guild", "channels": []any{text}, "threads": []any{}, "members": []any{}, "roles": []any{},
 	}})
-	if first {
-		close(f.connected)
-	}
+	f.mu.Lock()
+	f.conns[c] = true
+	f.connects++
+	f.maxOpen = max(f.maxOpen, len(f.conns))
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		delete(f.conns, c)
+	}()
 	for {
 		var in struct {
 			Op int `json:"op"`
@@ -646,23 +655,44 @@ func (f *Server) write(c *websocket.Conn, v any) {
 	c.WriteJSON(v)
 }
 
-// Dispatch sends a gateway event (op 0) of type typ with data d to the
-// connected bot, waiting for the bot to connect first (failing the test
-// when it does not within 30 seconds). Events of one test arrive in the
-// order dispatched.
+// Dispatch sends a gateway event (op 0) of type typ with data d to every
+// gateway connection of the bot open now, as Discord sends each of a
+// bot's sessions every event, waiting for one to be open first (failing
+// the test when none is within 30 seconds). Events of one test arrive in
+// the order dispatched.
 func (f *Server) Dispatch(typ string, d any) {
 	f.t.Helper()
-	select {
-	case <-f.connected:
-	case <-time.After(connectWait):
-		f.t.Fatalf("discordfake: the bot did not connect to the gateway within %s", connectWait)
+	deadline := time.Now().Add(connectWait)
+	for f.Open() == 0 {
+		if time.Now().After(deadline) {
+			f.t.Fatalf("discordfake: the bot did not connect to the gateway within %s", connectWait)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 	f.mu.Lock()
-	c := f.conn
+	conns := slices.Collect(maps.Keys(f.conns))
 	f.seq++
 	seq := f.seq
 	f.mu.Unlock()
-	f.write(c, map[string]any{"op": 0, "s": seq, "t": typ, "d": d})
+	for _, c := range conns {
+		f.write(c, map[string]any{"op": 0, "s": seq, "t": typ, "d": d})
+	}
+}
+
+// Open returns how many gateway connections of the bot are open now
+// (past READY and not yet closed).
+func (f *Server) Open() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.conns)
+}
+
+// Connects returns how many gateway connections of the bot got READY, and
+// the most of them that were ever open at once.
+func (f *Server) Connects() (total, maxOpen int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.connects, f.maxOpen
 }
 
 // Posts returns the messages the bot posted, in order.

@@ -1,0 +1,9 @@
+-- Named leases (core.LeaseStore): a name held by one owner until
+-- expires_at, unix milliseconds of the server's clock (never a host's:
+-- hosts whose clocks disagree still agree on who holds a lease). Who
+-- holds what now, not data: a store copy leaves it behind.
+CREATE TABLE leases (
+    name       TEXT   PRIMARY KEY,
+    owner      TEXT   NOT NULL,
+    expires_at BIGINT NOT NULL
+);
