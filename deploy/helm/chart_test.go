@@ -333,6 +333,7 @@ var secretVars = []string{
 	"BATON_SLACK_SIGNING_SECRET", "SLACK_SIGNING_SECRET",
 	"BATON_DISCORD_BOT_TOKEN", "DISCORD_BOT_TOKEN",
 	"BATON_API_TOKEN",
+	"BATON_REDIS_CLUSTER_PASSWORD",
 }
 
 // chartCase is a value set and what its manifests must show.
@@ -423,6 +424,25 @@ workspaces: {storageClassName: nfs, size: 5Gi, keep: false}
 		},
 		redisURL: "redis://redis.chat.svc:6379/0",
 		claim:    "baton-workspaces", created: true, gatewayN: 1, workerN: 1,
+	},
+	{
+		name: "redis cluster with a password",
+		values: `
+config:
+  redis: {cluster_addrs: ["redis-0.redis:6379", "redis-1.redis:6379"], cluster_username: baton, cluster_tls: true}
+secrets:
+  redisClusterPassword: {name: redis, key: password}
+`,
+		gatewaySecrets: map[string]secretRef{
+			"BATON_DATABASE_URL":           {"baton", "DATABASE_URL"},
+			"BATON_REDIS_CLUSTER_PASSWORD": {"redis", "password"},
+		},
+		workerSecrets: map[string]secretRef{
+			"BATON_DATABASE_URL":           {"baton", "DATABASE_URL"},
+			"BATON_REDIS_CLUSTER_PASSWORD": {"redis", "password"},
+			"BATON_LLM_API_KEY":            {"baton", "OPENAI_API_KEY"},
+		},
+		claim: "baton-workspaces", created: true, gatewayN: 1, workerN: 1,
 	},
 }
 
@@ -787,14 +807,15 @@ func shutdownGrace(t *testing.T, batonYAML string) time.Duration {
 // fakeSecrets stand for what a Secret would hold, by variable: what
 // Validate accepts.
 var fakeSecrets = map[string]string{
-	"BATON_DATABASE_URL":         "postgres://baton:pw@db:5432/baton",
-	"BATON_REDIS_URL":            "redis://:pw@redis:6379/0",
-	"BATON_LLM_API_KEY":          "test-key",
-	"BATON_SLACK_BOT_TOKEN":      "xoxb-test",
-	"BATON_SLACK_APP_TOKEN":      "xapp-test",
-	"BATON_SLACK_SIGNING_SECRET": "test-signing-secret",
-	"BATON_DISCORD_BOT_TOKEN":    "test-discord-token",
-	"BATON_API_TOKEN":            "test-api-token",
+	"BATON_DATABASE_URL":           "postgres://baton:pw@db:5432/baton",
+	"BATON_REDIS_URL":              "redis://:pw@redis:6379/0",
+	"BATON_LLM_API_KEY":            "test-key",
+	"BATON_SLACK_BOT_TOKEN":        "xoxb-test",
+	"BATON_SLACK_APP_TOKEN":        "xapp-test",
+	"BATON_SLACK_SIGNING_SECRET":   "test-signing-secret",
+	"BATON_DISCORD_BOT_TOKEN":      "test-discord-token",
+	"BATON_API_TOKEN":              "test-api-token",
+	"BATON_REDIS_CLUSTER_PASSWORD": "test-cluster-password",
 }
 
 // checkConfig runs `baton config` on the ConfigMap's baton.yaml with c's
@@ -892,6 +913,7 @@ func TestChartRefuses(t *testing.T) {
 		{"redis URL in config", "config: {redis: {url: 'redis://:CANARY7@redis:6379/0'}}", "secrets.redisUrl"},
 		{"redis URL with a password", "redis: {url: 'redis://:CANARY8@redis:6379/0'}", "secrets.redisUrl"},
 		{"redis URL with a user and password", "redis: {url: 'rediss://baton:CANARY9@redis:6380/0'}", "secrets.redisUrl"},
+		{"cluster password inline", "config: {redis: {cluster_addrs: ['r:6379'], cluster_password: CANARY0}}", "secrets.redisClusterPassword"},
 		{"http.addr", "config: {http: {addr: '0.0.0.0:1'}}", "config.http.addr"},
 		{"admin.addr", "config: {admin: {addr: '0.0.0.0:1'}}", "config.admin.addr"},
 		{"data_dir", "config: {data_dir: /x}", "config.data_dir"},

@@ -105,7 +105,8 @@ message never repeats the value it refuses.
       (list "slack" "signing_secret" "secrets.slackSigningSecret")
       (list "discord" "bot_token" "secrets.discordBotToken")
       (list "database" "url" "secrets.databaseUrl")
-      (list "redis" "url" "secrets.redisUrl (or redis.url when it holds no password)") }}
+      (list "redis" "url" "secrets.redisUrl (or redis.url when it holds no password)")
+      (list "redis" "cluster_password" "secrets.redisClusterPassword") }}
 {{- range $inline }}
 {{- if hasKey (index $c (index . 0) | default dict) (index . 1) }}
 {{- fail (printf "config.%s.%s: a secret is never written into the chart's values; name a Secret and its key in %s" (index . 0) (index . 1) (index . 2)) }}
@@ -176,6 +177,9 @@ and listeners the chart owns, the store and the queue.
   value: {{ .Values.redis.url | quote }}
 {{- else if include "baton.redisFromSecret" . }}
 {{ include "baton.secretEnv" (list . "BATON_REDIS_URL" .Values.secrets.redisUrl) }}
+{{- end }}
+{{- if and ((.Values.config | default dict).redis | default dict).cluster_addrs .Values.secrets.redisClusterPassword.key }}
+{{ include "baton.secretEnv" (list . "BATON_REDIS_CLUSTER_PASSWORD" .Values.secrets.redisClusterPassword) }}
 {{- end }}
 {{- with .Values.extraEnv }}
 {{ toYaml . }}
