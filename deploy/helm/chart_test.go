@@ -914,6 +914,7 @@ func TestChartRefuses(t *testing.T) {
 		{"redis URL with a password", "redis: {url: 'redis://:CANARY8@redis:6379/0'}", "secrets.redisUrl"},
 		{"redis URL with a user and password", "redis: {url: 'rediss://baton:CANARY9@redis:6380/0'}", "secrets.redisUrl"},
 		{"cluster password inline", "config: {redis: {cluster_addrs: ['r:6379'], cluster_password: CANARY0}}", "secrets.redisClusterPassword"},
+		{"bwrap without the sandbox's settings", "config: {tools: {bash: {sandbox: bwrap}}}", "worker.sandbox.enabled"},
 		{"http.addr", "config: {http: {addr: '0.0.0.0:1'}}", "config.http.addr"},
 		{"admin.addr", "config: {admin: {addr: '0.0.0.0:1'}}", "config.admin.addr"},
 		{"data_dir", "config: {data_dir: /x}", "config.data_dir"},
@@ -981,6 +982,9 @@ func TestChartNotes(t *testing.T) {
 		if !strings.Contains(on, want) {
 			t.Errorf("the notes lack %q:\n%s", want, on)
 		}
+	}
+	if none := notes("config: {tools: {bash: {sandbox: none}}}"); !strings.Contains(none, "runs unsandboxed") || strings.Contains(none, "Bash tool is off") {
+		t.Errorf("with tools.bash.sandbox none the notes do not say Bash runs unsandboxed:\n%s", none)
 	}
 	if strings.Contains(on, "SLACK_APP_TOKEN") {
 		t.Errorf("the notes ask for the app-level token in http mode:\n%s", on)

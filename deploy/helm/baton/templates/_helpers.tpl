@@ -151,6 +151,9 @@ message never repeats the value it refuses.
 {{- if and (include "baton.discord" .) (not .Values.secrets.discordBotToken.key) }}
 {{- fail "secrets.discordBotToken.key: config.discord.enabled needs the bot token" }}
 {{- end }}
+{{- if and (eq ((($c.tools | default dict).bash | default dict).sandbox | default "") "bwrap") (not .Values.worker.sandbox.enabled) }}
+{{- fail "config.tools.bash.sandbox: bwrap needs worker.sandbox.enabled=true; without it the worker keeps the runtime's default confinement, where bubblewrap cannot run, and would refuse to start" }}
+{{- end }}
 {{- if not .Values.workspaces.existingClaim }}
 {{- if not .Values.workspaces.size }}
 {{- fail "workspaces.size: the created claim needs a size (or name workspaces.existingClaim)" }}
