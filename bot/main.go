@@ -425,7 +425,7 @@ func (m *Main) worker(ctx context.Context, args []string) error {
 	m.startChecks("worker", sys, nil)
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
-	ops, err := m.workerOps(runCtx, sys, stopRun)
+	ops, err := m.startWorkerOps(runCtx, sys, stopRun)
 	if err != nil {
 		return err
 	}

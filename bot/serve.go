@@ -198,11 +198,11 @@ type workerOps struct {
 	err  error // guarded by mu: why the server stopped serving, nil while it serves
 }
 
-// workerOps starts the worker's admin.addr server on sys. /readyz answers
+// startWorkerOps starts the worker's admin.addr server on sys. /readyz answers
 // 503 once ctx ends (shutdown has begun) while running jobs finish; stop
 // ends the server. When the server fails, the failure is logged and fail
 // is called, so that the worker stops rather than run on unwatched.
-func (m *Main) workerOps(ctx context.Context, sys *system, fail context.CancelFunc) (*workerOps, error) {
+func (m *Main) startWorkerOps(ctx context.Context, sys *system, fail context.CancelFunc) (*workerOps, error) {
 	o := &workerOps{log: m.Logger, end: func() {}, done: make(chan struct{})}
 	if m.Config.Admin.Addr == "" {
 		close(o.done)
