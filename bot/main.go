@@ -427,19 +427,33 @@ func (m *Main) worker(ctx context.Context, args []string) error {
 	}
 	defer sys.Close()
 	m.startChecks("worker", sys, nil)
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	ops, err := m.startWorkerOps(runCtx, sys, stopRun)
+	if err != nil {
+		return err
+	}
+	defer ops.stop()
 	// A worker has nothing to do without its queue: it waits for Redis.
-	if _, err := sys.connectQueue(ctx); err != nil {
+	if _, err := sys.connectQueue(runCtx); err != nil {
+		if fatal := ops.fatal(); fatal != nil {
+			return fatal
+		}
 		return err
 	}
 	m.Logger.Info("worker started", "concurrency", m.Config.Workers.Concurrency)
 	recDone := make(chan struct{})
 	go func() {
 		defer close(recDone)
-		_ = sys.rec.Run(ctx)
+		_ = sys.rec.Run(runCtx)
 	}()
-	err = sys.pool.Run(ctx) // until SIGTERM/SIGINT, then a graceful shutdown
+	err = sys.pool.Run(runCtx) // until SIGTERM/SIGINT, then a graceful shutdown
 	<-recDone
+	ops.stop()
 	m.Logger.Info("worker stopped")
+	if fatal := ops.fatal(); fatal != nil {
+		return fatal
+	}
 	return err
 }
 

@@ -186,6 +186,83 @@ func (m *Main) serveAll(ctx context.Context, cmd string, workers bool) error {
 	return nil
 }
 
+// workerOps is `baton worker`'s admin.addr server: /healthz, /readyz and
+// /metrics, so that an orchestrator can watch a process that takes no
+// requests (a worker opens no http.addr). Without admin.addr it serves
+// nothing and its methods do nothing.
+type workerOps struct {
+	srv  *http.Server // nil without admin.addr
+	log  *slog.Logger
+	end  context.CancelFunc // turns /readyz to 503
+	done chan struct{}      // closed when Serve has returned
+	once sync.Once
+	mu   sync.Mutex
+	err  error // guarded by mu: why the server stopped serving, nil while it serves
+}
+
+// startWorkerOps starts the worker's admin.addr server on sys. /readyz answers
+// 503 once ctx ends (shutdown has begun) while running jobs finish; stop
+// ends the server. When the server fails, the failure is logged and fail
+// is called, so that the worker stops rather than run on unwatched.
+func (m *Main) startWorkerOps(ctx context.Context, sys *system, fail context.CancelFunc) (*workerOps, error) {
+	o := &workerOps{log: m.Logger, end: func() {}, done: make(chan struct{})}
+	if m.Config.Admin.Addr == "" {
+		close(o.done)
+		return o, nil
+	}
+	open := m.listener
+	if open == nil {
+		open = listen
+	}
+	ln, err := open("admin.addr", m.Config.Admin.Addr)
+	if err != nil {
+		return nil, err
+	}
+	live, end := context.WithCancel(ctx)
+	o.end = end
+	mux := http.NewServeMux()
+	sys.metrics.watch(gauges{store: sys.store, queue: sys.queue})
+	sys.opsRoutes(live, mux)
+	o.srv = newHTTPServer(mux, m.Logger)
+	m.Logger.Info("admin endpoints on", "addr", ln.Addr().String())
+	go func() {
+		defer close(o.done)
+		err := o.srv.Serve(limitConns(ln, m.Config.HTTP.MaxConnections))
+		if errors.Is(err, http.ErrServerClosed) {
+			return
+		}
+		m.Logger.Error("HTTP server failed", "on", "admin.addr", "err", err)
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		o.err = err
+		fail()
+	}()
+	return o, nil
+}
+
+// stop turns /readyz to 503 and ends the server; it returns once the
+// server has stopped. Safe to call more than once.
+func (o *workerOps) stop() {
+	o.once.Do(func() {
+		o.end()
+		if o.srv != nil {
+			shutdown(o.srv, o.log, "admin.addr")
+		}
+		<-o.done
+	})
+}
+
+// fatal returns the server's failure as the worker's exit error, or nil
+// when it did not fail.
+func (o *workerOps) fatal() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.err == nil {
+		return nil
+	}
+	return &exitError{code: exitInternal, err: fmt.Errorf("baton worker: admin.addr: %w", o.err)}
+}
+
 // startAdapters starts the enabled chat adapters and their deliverers
 // (only the process that runs an adapter posts for its platform: Discord's
 // rate limits are per process); Discord's only while this process holds

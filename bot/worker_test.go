@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
+	"net"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -123,4 +126,76 @@ func TestWorkerWaitsForRedis(t *testing.T) {
 	if n := strings.Count(stderr.String(), "Redis is not answering; retrying"); n < 2 {
 		t.Errorf("%d retries logged, want several:\n%s", n, stderr.String())
 	}
+}
+
+// TestWorkerAdminAddr: with admin.addr set, `baton worker` serves health
+// and metrics there, /readyz false while Redis does not answer and true
+// once it does; a failing listener stops it.
+func TestWorkerAdminAddr(t *testing.T) {
+	srv := redistest.Start(t)
+	conf := writeConfig(t, "admin:\n  addr: 127.0.0.1:0\ntools:\n  bash:\n    sandbox: none\n")
+	get := func(url string) (int, string) {
+		t.Helper()
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+
+	t.Run("redis down", func(t *testing.T) {
+		r := runBackground(t, map[string]string{"REDIS_URL": "redis://127.0.0.1:1/0", "BATON_DATA_DIR": t.TempDir(), "OPENAI_API_KEY": "sk-test"}, "worker", "--config", conf)
+		defer r.stop()
+		admin := "http://" + r.logged(t, `admin endpoints on" addr=(\S+)`)
+		if code, _ := get(admin + "/healthz"); code != http.StatusOK {
+			t.Errorf("/healthz = %d, want 200", code)
+		}
+		if code, body := get(admin + "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "queue") {
+			t.Errorf("/readyz = %d %q, want 503 naming the queue while Redis does not answer", code, body)
+		}
+	})
+
+	t.Run("redis up", func(t *testing.T) {
+		r := runBackground(t, map[string]string{"REDIS_URL": "redis://" + srv.Addr() + "/0", "BATON_DATA_DIR": t.TempDir(), "OPENAI_API_KEY": "sk-test"}, "worker", "--config", conf)
+		defer r.stop()
+		admin := "http://" + r.logged(t, `admin endpoints on" addr=(\S+)`)
+		r.logged(t, `(worker started)`)
+		if code, body := get(admin + "/readyz"); code != http.StatusOK {
+			t.Errorf("/readyz = %d %q, want 200", code, body)
+		}
+		if code, body := get(admin + "/metrics"); code != http.StatusOK || !strings.Contains(body, "baton_queue_up") {
+			t.Errorf("/metrics = %d, want 200 with baton_queue_up:\n%s", code, body)
+		}
+		r.stop()
+		if code := <-r.done; code != 0 {
+			t.Errorf("worker exit %d:\n%s", code, r.stderr.String())
+		}
+	})
+
+	t.Run("listener fails", func(t *testing.T) {
+		m := NewMain()
+		m.listener = func(key, addr string) (net.Listener, error) {
+			ln, err := listen(key, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &brokenListener{Listener: ln}, nil
+		}
+		r := runBackgroundWith(t, m, map[string]string{"REDIS_URL": "redis://" + srv.Addr() + "/0", "BATON_DATA_DIR": t.TempDir(), "OPENAI_API_KEY": "sk-test"}, "worker", "--config", conf)
+		defer r.stop()
+		admin := "http://" + r.logged(t, `admin endpoints on" addr=(\S+)`)
+		if resp, err := http.Get(admin + "/healthz"); err == nil { // the one connection it takes
+			resp.Body.Close()
+		}
+		select {
+		case code := <-r.done:
+			if log := r.stderr.String(); code != exitInternal || !strings.Contains(log, "the listener broke") {
+				t.Errorf("exit %d, want %d with the admin listener's error in the log:\n%s", code, exitInternal, log)
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatalf("the worker kept running without its admin listener:\n%s", r.stderr.String())
+		}
+	})
 }
