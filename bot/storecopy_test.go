@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +21,7 @@ import (
 // fillSQLite populates a SQLite store through core.Store: tasks (one a
 // subtask), comments, jobs run to success and parked for approval (one
 // decided "always", leaving an allow rule; one pending with its
-// checkpoint), outbox messages sent, retried, failed and pending, dedup
+// checkpoint), outbox messages sent, retried, failed, pending and claimed, dedup
 // keys, an ingested message and an inbox event.
 func fillSQLite(t *testing.T, path string) {
 	t.Helper()
@@ -101,6 +102,12 @@ func fillSQLite(t *testing.T, path string) {
 	due, err = st.DueOutbox(ctx, core.PlatformSlack, time.Now().Add(time.Hour), 10)
 	must(err)
 	must(st.OutboxFail(ctx, due[0].ID, "channel_not_found"))
+	// A message a deliverer holds: its claim copies as it is.
+	claimed, err := st.ClaimOutbox(ctx, core.PlatformSlack, "gateway-1", time.Now(), time.Hour, 1)
+	must(err)
+	if len(claimed) != 1 {
+		t.Fatal("no slack message to claim")
+	}
 
 	// Dedup keys, an ingested message (a task and a queued job), the inbox.
 	_, err = st.SeenInbound(ctx, "event:E1", time.Now())
@@ -249,6 +256,30 @@ func TestStoreCopy(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("PostgreSQL after the copy differs from SQLite (-sqlite +postgres):\n%s", diff)
+	}
+
+	// The claim came along: another deliverer claims the same messages of
+	// both stores, the claimed one not among them.
+	var held int64
+	for _, m := range want.Due[core.PlatformSlack] {
+		if m.Claims == 1 {
+			held = m.ID
+		}
+	}
+	claimable := func(st core.Store) []int64 {
+		t.Helper()
+		msgs, err := st.ClaimOutbox(ctx, core.PlatformSlack, "gateway-2", time.Now(), time.Minute, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []int64
+		for _, m := range msgs {
+			ids = append(ids, m.ID)
+		}
+		return ids
+	}
+	if s, d := claimable(src), claimable(dst); held == 0 || slices.Contains(d, held) || !slices.Equal(s, d) {
+		t.Errorf("claimable after the copy: %v in PostgreSQL, %v in SQLite; want the same, without the claimed %d", d, s, held)
 	}
 
 	// The pending approval's checkpoint came along: the resumed attempt takes it.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -68,6 +69,11 @@ type system struct {
 
 	heartbeatEvery time.Duration // of /readyz's store heartbeat; 0: heartbeatEvery (tests shorten it)
 
+	// owner names this process's deliverers in the outbox claims they
+	// take (outbox.Config.Owner): one id for all of them, another for
+	// every other process sharing the store.
+	owner string
+
 	mu         sync.Mutex
 	deliverers []*outbox.Deliverer // guarded by mu
 	expiryOnce sync.Once           // starts the approvals timeout sweep
@@ -101,7 +107,7 @@ type systemOptions struct {
 // it is woken no more.
 func (s *system) deliver(ctx context.Context, platform core.Platform, poster chat.Poster) (d *outbox.Deliverer, stopped <-chan struct{}) {
 	d = outbox.New(s.store, platform, poster, outbox.Config{
-		Split: chattext.Split, Logger: s.log.With("platform", string(platform)),
+		Owner: s.owner, Split: chattext.Split, Logger: s.log.With("platform", string(platform)),
 		MaxFileBytes: s.cfg.Files.MaxBytes, Locale: s.cfg.Locale,
 	})
 	s.mu.Lock()
@@ -129,6 +135,18 @@ func (s *system) deliver(ctx context.Context, platform core.Platform, poster cha
 		})
 	}
 	return d, done
+}
+
+// processOwner is an id of this process for the outbox claims its
+// deliverers take: the host and the process, which say in the store who
+// holds a claim, and a random part, which keeps it apart from an earlier
+// process's of the same pid (a restarted container).
+func processOwner() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown-host"
+	}
+	return fmt.Sprintf("%s:%d:%s", host, os.Getpid(), rand.Text()[:8])
 }
 
 // approvalSweep is how often undecided approvals past their deadline are
@@ -364,7 +382,7 @@ func realPath(p string) string {
 
 // newSystem builds the machinery.
 func newSystem(ctx context.Context, cfg Config, log *slog.Logger, opts systemOptions) (_ *system, err error) {
-	sys := &system{cfg: cfg, log: log, metrics: newMetrics()}
+	sys := &system{cfg: cfg, log: log, metrics: newMetrics(), owner: processOwner()}
 	defer func() {
 		if err != nil {
 			sys.Close()

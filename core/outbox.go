@@ -46,6 +46,13 @@ type OutboxMessage struct {
 	// delivered under Ref is posted, later ones edit it. "" is the job's
 	// status message.
 	Ref string
+	// Claims counts the deliveries of the message begun
+	// (OutboxStore.ClaimOutbox), the one under way included; a claim
+	// handed back untried is not counted. More than one means an earlier
+	// delivery may have reached the platform: it failed (see Tries), or it
+	// ended without being settled at all (its process died or lost its
+	// lease) when Claims > Tries+1. Set by the store.
+	Claims int
 }
 
 // OutboxStats are a platform's outbox figures.

@@ -181,13 +181,32 @@ type OutboxStore interface {
 	AddOutbox(ctx context.Context, msgs ...OutboxMessage) error
 	// DueOutbox returns up to limit pending messages of tasks on platform
 	// whose NextTryAt is not after now, in (task, seq) order, at most the
-	// first pending message per task so that a thread's order holds.
+	// first pending message per task so that a thread's order holds. It
+	// only reads: claims are neither looked at nor taken (a deliverer
+	// uses ClaimOutbox).
 	DueOutbox(ctx context.Context, platform Platform, now time.Time, limit int) ([]OutboxMessage, error)
-	// OutboxSent marks a message delivered.
+	// ClaimOutbox is DueOutbox for a deliverer that may share the store
+	// with others: of the messages DueOutbox would return, it skips those
+	// under a claim (of any owner, owner included) that has not expired
+	// at now, and claims each it returns for owner until now+lease
+	// (Claims + 1), all in one transaction. A task whose first pending
+	// message is claimed returns nothing, so that its order holds.
+	// Concurrent claims, from any process, never return one message
+	// twice before its claim expires. limit <= 0 returns nothing.
+	ClaimOutbox(ctx context.Context, platform Platform, owner string, now time.Time, lease time.Duration, limit int) ([]OutboxMessage, error)
+	// ReleaseOutbox ends owner's claims of messages ids without settling
+	// them: each is due again at once, to any owner, as it was before
+	// being claimed. untried says that none of them reached the platform;
+	// their claims are then not counted (Claims - 1). A message no longer
+	// claimed by owner (settled, or claimed by another since its claim
+	// expired) is left as it is.
+	ReleaseOutbox(ctx context.Context, owner string, untried bool, ids ...int64) error
+	// OutboxSent marks a message delivered and ends its claim.
 	OutboxSent(ctx context.Context, id int64, platformMsgID string) error
-	// OutboxRetry records a failed try and when to try again.
+	// OutboxRetry records a failed try and when to try again, and ends
+	// the message's claim.
 	OutboxRetry(ctx context.Context, id int64, next time.Time, lastErr string) error
-	// OutboxFail gives up on a message.
+	// OutboxFail gives up on a message and ends its claim.
 	OutboxFail(ctx context.Context, id int64, lastErr string) error
 	// OutboxStats returns the outbox figures of every platform that has
 	// messages pending or failed.

@@ -2,6 +2,7 @@ package discord
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +21,7 @@ import (
 var (
 	_ chat.Poster       = (*Adapter)(nil)
 	_ chat.ButtonPoster = (*Adapter)(nil)
+	_ chat.KeyedPoster  = (*Adapter)(nil)
 )
 
 // emoji maps Baton's platform-neutral short names to the Unicode emoji
@@ -58,23 +60,64 @@ const (
 // Post implements chat.Poster: text in the thread's channel (the thread
 // itself, or the DM channel), pinging nobody.
 func (a *Adapter) Post(ctx context.Context, thread core.ThreadRef, text string) (string, error) {
-	return a.send(ctx, thread, text, nil)
+	return a.send(ctx, thread, text, nil, "")
 }
 
 // PostButtons implements chat.ButtonPoster: Post, with buttons under the
 // text (components; see components).
 func (a *Adapter) PostButtons(ctx context.Context, thread core.ThreadRef, text string, buttons []chat.Button) (string, error) {
-	return a.send(ctx, thread, text, a.components(buttons))
+	return a.send(ctx, thread, text, a.components(buttons), "")
+}
+
+// PostKeyed implements chat.KeyedPoster: PostButtons (Post, without
+// buttons) with key as the message's nonce, enforced: Discord answers a
+// post whose nonce the bot used in the channel within the past few
+// minutes with the message posted then, and posts nothing. A key longer
+// than Discord's 25 characters is not sent.
+func (a *Adapter) PostKeyed(ctx context.Context, thread core.ThreadRef, text string, buttons []chat.Button, key string) (string, error) {
+	if utf8.RuneCountInString(key) > maxNonce {
+		key = ""
+	}
+	return a.send(ctx, thread, text, a.components(buttons), key)
+}
+
+// maxNonce is the most characters a message's nonce may hold.
+const maxNonce = 25
+
+// keyedSend is a message with a nonce, which discordgo's MessageSend
+// does not carry.
+type keyedSend struct {
+	*discordgo.MessageSend
+	Nonce        string `json:"nonce,omitempty"`
+	EnforceNonce bool   `json:"enforce_nonce,omitempty"`
 }
 
 // send posts text with components (nil: none) in the thread's channel,
-// reopening the thread once when it is archived.
-func (a *Adapter) send(ctx context.Context, thread core.ThreadRef, text string, components []discordgo.MessageComponent) (string, error) {
+// with nonce ("": none) enforced, reopening the thread once when it is
+// archived.
+func (a *Adapter) send(ctx context.Context, thread core.ThreadRef, text string, components []discordgo.MessageComponent, nonce string) (string, error) {
 	ch := postChannel(thread)
 	send := &discordgo.MessageSend{Content: chattext.Neutralize(text, chattext.Discord), AllowedMentions: noPings(), Components: components}
-	m, err := a.s.ChannelMessageSendComplex(ch, send, discordgo.WithContext(ctx))
+	post := func() (*discordgo.Message, error) {
+		if nonce == "" {
+			return a.s.ChannelMessageSendComplex(ch, send, discordgo.WithContext(ctx))
+		}
+		// What ChannelMessageSendComplex sends, nonce added.
+		endpoint := discordgo.EndpointChannelMessages(ch)
+		body, err := a.s.RequestWithBucketID(http.MethodPost, endpoint, keyedSend{MessageSend: send, Nonce: nonce, EnforceNonce: true},
+			endpoint, discordgo.WithContext(ctx))
+		if err != nil {
+			return nil, err
+		}
+		var m discordgo.Message
+		if err := json.Unmarshal(body, &m); err != nil {
+			return nil, fmt.Errorf("read the posted message: %w", err)
+		}
+		return &m, nil
+	}
+	m, err := post()
 	if hasCode(err, codeThreadArchived) && a.unarchive(ctx, ch) {
-		m, err = a.s.ChannelMessageSendComplex(ch, send, discordgo.WithContext(ctx))
+		m, err = post()
 	}
 	if err != nil {
 		return "", a.deliveryErr("post", ch, err)

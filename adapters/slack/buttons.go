@@ -37,12 +37,17 @@ const (
 // characters; then the text is posted without buttons (Post), its words
 // naming the commands that do what the buttons do.
 func (p *Poster) PostButtons(ctx context.Context, thread core.ThreadRef, text string, buttons []chat.Button) (string, error) {
+	return p.postButtons(ctx, thread, text, buttons)
+}
+
+// postButtons is PostButtons, each message posted with extra options.
+func (p *Poster) postButtons(ctx context.Context, thread core.ThreadRef, text string, buttons []chat.Button, extra ...slack.MsgOption) (string, error) {
 	if len(buttons) == 0 {
-		return p.Post(ctx, thread, text)
+		return p.postText(ctx, thread, text, extra...)
 	}
 	out := render(text)
 	for limit := maxSection; limit >= minPost; limit = min(limit, utf8.RuneCountInString(out)) / 2 {
-		opts := append(postOptions(thread, out), slack.MsgOptionBlocks(blocks(out, limit, buttons)...))
+		opts := append(postOptions(thread, out, extra...), slack.MsgOptionBlocks(blocks(out, limit, buttons)...))
 		_, ts, err := p.api.PostMessageContext(ctx, thread.Channel, opts...)
 		if err == nil {
 			return ts, nil
@@ -51,7 +56,7 @@ func (p *Poster) PostButtons(ctx context.Context, thread core.ThreadRef, text st
 			return "", classify("chat.postMessage", err)
 		}
 	}
-	return p.Post(ctx, thread, text)
+	return p.postText(ctx, thread, text, extra...)
 }
 
 // UpdateButtons implements chat.ButtonPoster: chat.update of message msgID

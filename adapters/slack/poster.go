@@ -21,7 +21,9 @@ import (
 var limits = chat.Limits{Post: 3000, Update: 3800, MaxParts: 4, Every: time.Second}
 
 // Poster delivers Baton's outbox to Slack threads through the Web API. It
-// implements chat.Poster and is safe for concurrent use.
+// implements chat.Poster, chat.ButtonPoster, chat.KeyedPoster (a key in
+// each message's metadata) and chat.DeliveryFinder (the key looked up in
+// the thread), and is safe for concurrent use.
 //
 // Texts are Markdown: Post and Update make mass mentions inert and convert
 // them to mrkdwn; Slack's own link parsing and @name linking are off, so
@@ -30,7 +32,11 @@ type Poster struct {
 	api *slack.Client
 }
 
-var _ chat.Poster = (*Poster)(nil)
+var (
+	_ chat.Poster         = (*Poster)(nil)
+	_ chat.KeyedPoster    = (*Poster)(nil)
+	_ chat.DeliveryFinder = (*Poster)(nil)
+)
 
 // NewPoster returns a Poster that calls the Web API at cfg.APIURL (Slack's
 // own when empty) with cfg.BotToken.
@@ -73,7 +79,8 @@ func threadTS(thread core.ThreadRef) string {
 	return thread.Thread
 }
 
-func postOptions(thread core.ThreadRef, text string) []slack.MsgOption {
+// postOptions are a post's options for text in thread, then extra.
+func postOptions(thread core.ThreadRef, text string, extra ...slack.MsgOption) []slack.MsgOption {
 	opts := []slack.MsgOption{
 		slack.MsgOptionText(text, false),
 		slack.MsgOptionParse(false),
@@ -83,7 +90,7 @@ func postOptions(thread core.ThreadRef, text string) []slack.MsgOption {
 	if ts := threadTS(thread); ts != "" {
 		opts = append(opts, slack.MsgOptionTS(ts))
 	}
-	return opts
+	return append(opts, extra...)
 }
 
 // minPost and minUpdate are the smallest sizes a text Slack refuses as
@@ -109,8 +116,13 @@ const (
 // half the size, down to minPost characters, and uploaded as a file when
 // even that is refused. It returns the first message's ts.
 func (p *Poster) Post(ctx context.Context, thread core.ThreadRef, text string) (string, error) {
+	return p.postText(ctx, thread, text)
+}
+
+// postText is Post, each message posted with extra options.
+func (p *Poster) postText(ctx context.Context, thread core.ThreadRef, text string, extra ...slack.MsgOption) (string, error) {
 	var first string
-	refused, err := p.post(ctx, thread, text, limits.Post, &first)
+	refused, err := p.post(ctx, thread, text, limits.Post, &first, extra)
 	if refused {
 		err = p.uploadRefused(ctx, thread, text, &first)
 	}
@@ -118,15 +130,16 @@ func (p *Poster) Post(ctx context.Context, thread core.ThreadRef, text string) (
 }
 
 // post posts the Markdown text in messages whose rendering holds at most
-// limit characters, setting *first to the id of the first one posted. It
-// reports refused, having posted nothing, when Slack refuses the first
-// message even cut to minPost characters; a later message refused so
-// goes, with the rest of the text, into one file.
-func (p *Poster) post(ctx context.Context, thread core.ThreadRef, text string, limit int, first *string) (refused bool, err error) {
+// limit characters, each with the extra options, setting *first to the
+// id of the first one posted. It reports refused, having posted nothing,
+// when Slack refuses the first message even cut to minPost characters; a
+// later message refused so goes, with the rest of the text, into one
+// file.
+func (p *Poster) post(ctx context.Context, thread core.ThreadRef, text string, limit int, first *string, extra []slack.MsgOption) (refused bool, err error) {
 	parts := splitRendered(text, limit)
 	for i, part := range parts {
 		out := render(part)
-		_, ts, err := p.api.PostMessageContext(ctx, thread.Channel, postOptions(thread, out)...)
+		_, ts, err := p.api.PostMessageContext(ctx, thread.Channel, postOptions(thread, out, extra...)...)
 		if err == nil {
 			if *first == "" {
 				*first = ts
@@ -137,7 +150,7 @@ func (p *Poster) post(ctx context.Context, thread core.ThreadRef, text string, l
 			return false, classify("chat.postMessage", err)
 		}
 		if smaller := min(limit, utf8.RuneCountInString(out)) / 2; smaller >= minPost {
-			refused, err := p.post(ctx, thread, part, smaller, first)
+			refused, err := p.post(ctx, thread, part, smaller, first, extra)
 			if err != nil {
 				return false, err
 			}
@@ -151,6 +164,78 @@ func (p *Poster) post(ctx context.Context, thread core.ThreadRef, text string, l
 		return false, p.uploadRefused(ctx, thread, strings.Join(parts[i:], "\n\n"), first)
 	}
 	return false, nil
+}
+
+// outboxEvent is the event_type of the metadata a keyed post carries
+// (PostKeyed); its event_payload holds the key as outboxKeyField.
+const (
+	outboxEvent    = "baton_outbox"
+	outboxKeyField = "key"
+)
+
+// keyed is the option that tags a message with key, as message metadata.
+func keyed(key string) slack.MsgOption {
+	return slack.MsgOptionMetadata(slack.SlackMetadata{EventType: outboxEvent, EventPayload: map[string]any{outboxKeyField: key}})
+}
+
+// PostKeyed implements chat.KeyedPoster: PostButtons (Post, without
+// buttons), every message it posts carrying key as message metadata
+// (event_type baton_outbox), which FindDelivered reads. A text Slack
+// refuses as messages, and uploads as a file, carries no key.
+func (p *Poster) PostKeyed(ctx context.Context, thread core.ThreadRef, text string, buttons []chat.Button, key string) (string, error) {
+	if len(buttons) > 0 {
+		return p.postButtons(ctx, thread, text, buttons, keyed(key))
+	}
+	return p.postText(ctx, thread, text, keyed(key))
+}
+
+// findPages bounds the pages of 200 messages FindDelivered reads: a
+// post looked for is among a thread's last, but replies come oldest
+// first, and a direct-message channel's history newest first.
+const findPages = 20
+
+// FindDelivered implements chat.DeliveryFinder: it reads the thread
+// (conversations.replies; in a direct-message channel, which is one
+// thread, its history: conversations.history) with the messages'
+// metadata, and returns the earliest message whose baton_outbox metadata
+// carries key. A thread longer than findPages pages is read no further:
+// a post beyond them is not found.
+func (p *Poster) FindDelivered(ctx context.Context, thread core.ThreadRef, key string) (string, bool, error) {
+	var found string
+	cursor := ""
+	for range findPages {
+		var msgs []slack.Message
+		var more bool
+		if ts := threadTS(thread); ts != "" {
+			var err error
+			msgs, more, cursor, err = p.api.GetConversationRepliesContext(ctx, &slack.GetConversationRepliesParameters{
+				ChannelID: thread.Channel, Timestamp: ts, Cursor: cursor, Limit: 200, IncludeAllMetadata: true})
+			if err != nil {
+				return "", false, classify("conversations.replies", err)
+			}
+		} else {
+			h, err := p.api.GetConversationHistoryContext(ctx, &slack.GetConversationHistoryParameters{
+				ChannelID: thread.Channel, Cursor: cursor, Limit: 200, IncludeAllMetadata: true})
+			if err != nil {
+				return "", false, classify("conversations.history", err)
+			}
+			msgs, more, cursor = h.Messages, h.HasMore, h.ResponseMetaData.NextCursor
+		}
+		for _, m := range msgs {
+			if m.Metadata.EventType != outboxEvent || m.Metadata.EventPayload[outboxKeyField] != key {
+				continue
+			}
+			if found == "" || tsTime(m.Timestamp).Before(tsTime(found)) {
+				found = m.Timestamp
+			}
+		}
+		// The posts of one key are neighbours: once a page has one, the
+		// next page holds none earlier than those seen.
+		if found != "" || !more || cursor == "" {
+			break
+		}
+	}
+	return found, found != "", nil
 }
 
 // uploadRefused uploads a text Slack refuses as messages.

@@ -34,6 +34,9 @@ var webAPIScopes = map[string]struct {
 	// A thread's history, in every kind of conversation Baton works in:
 	// public and private channels, direct and group direct messages.
 	"GetConversationRepliesContext": {"conversations.replies", []string{"channels:history", "groups:history", "im:history", "mpim:history"}},
+	// A direct-message channel's history: there the deliverer looks for
+	// a post it may have made (Poster.FindDelivered).
+	"GetConversationHistoryContext": {"conversations.history", []string{"channels:history", "groups:history", "im:history", "mpim:history"}},
 	// files.info, and the download of url_private that follows.
 	"GetFileInfoContext":         {"files.info", []string{"files:read"}},
 	"UploadFileContext":          {"files.getUploadURLExternal, files.completeUploadExternal", []string{"files:write"}},

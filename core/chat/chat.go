@@ -189,6 +189,32 @@ type ButtonPoster interface {
 	UpdateButtons(ctx context.Context, thread core.ThreadRef, msgID, text string, buttons []Button) error
 }
 
+// KeyedPoster is a Poster whose posts can carry a key naming what they
+// deliver (an outbox message and its part), so that a delivery whose
+// outcome was lost can be told apart from one never made: the platform
+// itself answers a post repeated with a key it saw recently with the
+// message made then (Discord's enforced nonce), or a DeliveryFinder looks
+// the key up. The deliverer posts through PostKeyed, buttons or not, in
+// place of Post and PostButtons.
+type KeyedPoster interface {
+	// PostKeyed posts text in thread, with buttons as PostButtons shows
+	// them (none: as Post), tagged with key, and returns the message's
+	// id (the first message's, when the platform needs several).
+	PostKeyed(ctx context.Context, thread core.ThreadRef, text string, buttons []Button, key string) (msgID string, err error)
+}
+
+// DeliveryFinder is a KeyedPoster that can look a post up by its key.
+// Before posting a message an earlier delivery may have posted already
+// (its claim was lost, or its try failed without saying why), the
+// deliverer asks it whether that post exists.
+type DeliveryFinder interface {
+	// FindDelivered returns the id of the message posted in thread with
+	// key (the earliest, when several were), and whether there is one.
+	// An error means the platform could not be asked; found false means
+	// it was asked and has no such post.
+	FindDelivered(ctx context.Context, thread core.ThreadRef, key string) (msgID string, found bool, err error)
+}
+
 // FilePoster is a Poster on the machine that holds the workspaces (the
 // console): the deliverer names a file the job produced by its absolute
 // path and size, and sends no content, in place of Upload. The

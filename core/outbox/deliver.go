@@ -41,24 +41,30 @@ func (d *Deliverer) send(ctx context.Context, task core.Task, m core.OutboxMessa
 	}
 	switch m.Kind {
 	case core.OutboxPost:
-		return d.post(ctx, task.Thread, m.ID, p.Text, p.Buttons)
+		return d.post(ctx, task.Thread, m, p.Text, p.Buttons)
 	case core.OutboxUpdate:
 		return d.update(ctx, task, m, p)
 	case core.OutboxReact, core.OutboxUnreact:
 		return d.react(ctx, task.Thread, p, m.Kind == core.OutboxUnreact)
 	case core.OutboxUpload:
-		return d.upload(ctx, task, m.ID, p)
+		return d.upload(ctx, task, m, p)
 	default:
 		return "", permanent("unknown outbox kind %q", m.Kind)
 	}
 }
 
-// post posts text in parts of at most Limits().Post characters, or as a
-// file when that takes more than MaxParts posts. A retry after a failure
-// mid-way goes on with the first part not delivered. It returns the id of
-// the first part. Buttons go with the last part, where the platform
-// shows them.
-func (d *Deliverer) post(ctx context.Context, thread core.ThreadRef, id int64, text string, buttons []chat.Button) (string, error) {
+// post posts text, m's, in parts of at most Limits().Post characters, or
+// as a file when that takes more than MaxParts posts. A retry after a
+// failure mid-way goes on with the first part not delivered. It returns
+// the id of the first part. Buttons go with the last part, where the
+// platform shows them.
+//
+// When an earlier delivery of m may have posted parts (uncertain), each
+// part from the first this deliverer did not post itself is looked up by
+// its key before it is posted, until one is not found: parts are posted
+// in order, so none after it was.
+func (d *Deliverer) post(ctx context.Context, thread core.ThreadRef, m core.OutboxMessage, text string, buttons []chat.Button) (string, error) {
+	id := m.ID
 	lim := d.poster.Limits()
 	parts := d.split(text, lim.Post)
 	if len(parts) == 0 {
@@ -83,17 +89,27 @@ func (d *Deliverer) post(ctx context.Context, thread core.ThreadRef, id int64, t
 	d.mu.Lock()
 	pr := d.parts[id]
 	d.mu.Unlock()
+	look := uncertain(m)
 	for i := pr.done; i < len(parts); i++ {
-		var msgID string
-		last := i == len(parts)-1
-		err := d.pace.do(ctx, thread, d.cfg.Now, lim.Every, func() (err error) {
-			if bp, ok := d.poster.(chat.ButtonPoster); ok && last && len(buttons) > 0 {
-				msgID, err = bp.PostButtons(ctx, thread, parts[i], buttons)
-				return err
+		var partButtons []chat.Button
+		if i == len(parts)-1 {
+			partButtons = buttons
+		}
+		key := partKey(id, i+1)
+		msgID, found, err := "", false, error(nil)
+		if look {
+			msgID, found, err = d.find(ctx, thread, key)
+			if err != nil {
+				return "", fmt.Errorf("look for part %d of %d posted before: %w", i+1, len(parts), err)
 			}
-			msgID, err = d.poster.Post(ctx, thread, parts[i])
-			return err
-		})
+			look = found
+		}
+		if !found {
+			err = d.pace.do(ctx, thread, d.cfg.Now, lim.Every, func() (err error) {
+				msgID, err = d.postPart(ctx, thread, parts[i], partButtons, key)
+				return err
+			})
+		}
 		if err != nil {
 			return "", fmt.Errorf("post part %d of %d: %w", i+1, len(parts), err)
 		}
@@ -108,6 +124,44 @@ func (d *Deliverer) post(ctx context.Context, thread core.ThreadRef, id int64, t
 		}
 	}
 	return pr.firstID, nil
+}
+
+// uncertain reports whether an earlier delivery of m may have reached
+// the platform: m was claimed before, and that delivery failed without
+// saying it posted nothing, or never ended.
+func uncertain(m core.OutboxMessage) bool { return m.Claims > 1 }
+
+// partKey names part (from 1) of outbox message id on the platform
+// (chat.KeyedPoster): stable across deliveries and deliverers, and short
+// enough for Discord's 25-character nonce.
+func partKey(id int64, part int) string {
+	return fmt.Sprintf("%d.%d", id, part)
+}
+
+// postPart posts one part with buttons (none: a plain post): keyed when
+// the poster takes keys.
+func (d *Deliverer) postPart(ctx context.Context, thread core.ThreadRef, text string, buttons []chat.Button, key string) (string, error) {
+	if kp, ok := d.poster.(chat.KeyedPoster); ok {
+		return kp.PostKeyed(ctx, thread, text, buttons, key)
+	}
+	if bp, ok := d.poster.(chat.ButtonPoster); ok && len(buttons) > 0 {
+		return bp.PostButtons(ctx, thread, text, buttons)
+	}
+	return d.poster.Post(ctx, thread, text)
+}
+
+// find looks up the post key names, when the poster can
+// (chat.DeliveryFinder); found is false when it cannot.
+func (d *Deliverer) find(ctx context.Context, thread core.ThreadRef, key string) (msgID string, found bool, err error) {
+	f, ok := d.poster.(chat.DeliveryFinder)
+	if !ok {
+		return "", false, nil
+	}
+	msgID, found, err = f.FindDelivered(ctx, thread, key)
+	if found {
+		d.log.Info("found the post an earlier delivery made; not posting it again", "key", key, "platform_msg_id", msgID)
+	}
+	return msgID, found, err
 }
 
 // split cuts text with the configured splitter and makes sure, whatever
@@ -150,6 +204,7 @@ func (d *Deliverer) update(ctx context.Context, task core.Task, m core.OutboxMes
 	}
 	bp, buttons := d.poster.(chat.ButtonPoster)
 	lim := d.poster.Limits()
+	key := partKey(m.ID, 1)
 	var id string
 	var err error
 	if m.Ref != "" {
@@ -161,13 +216,18 @@ func (d *Deliverer) update(ctx context.Context, task core.Task, m core.OutboxMes
 		if lim.Post > 0 {
 			text = cutRunes(text, lim.Post)
 		}
+		if uncertain(m) {
+			msgID, found, err := d.find(ctx, thread, key)
+			if err != nil {
+				return "", fmt.Errorf("look for %s posted before: %w", what, err)
+			}
+			if found {
+				return msgID, nil
+			}
+		}
 		var msgID string
 		err := d.pace.do(ctx, thread, d.cfg.Now, lim.Every, func() (err error) {
-			if buttons && len(p.Buttons) > 0 {
-				msgID, err = bp.PostButtons(ctx, thread, text, p.Buttons)
-				return err
-			}
-			msgID, err = d.poster.Post(ctx, thread, text)
+			msgID, err = d.postPart(ctx, thread, text, p.Buttons, key)
 			return err
 		})
 		if err != nil {
@@ -219,7 +279,7 @@ func (d *Deliverer) react(ctx context.Context, thread core.ThreadRef, p chat.Pay
 // is posted in its place (the file may have grown since the upload was
 // written). The name shown on the platform and the comment, a one-line
 // label, are neutralised as names are (chattext.NeutralizeName).
-func (d *Deliverer) upload(ctx context.Context, task core.Task, id int64, p chat.Payload) (string, error) {
+func (d *Deliverer) upload(ctx context.Context, task core.Task, m core.OutboxMessage, p chat.Payload) (string, error) {
 	if !filepath.IsAbs(p.Path) {
 		return "", permanent("upload path %q is not absolute", p.Path)
 	}
@@ -243,7 +303,7 @@ func (d *Deliverer) upload(ctx context.Context, task core.Task, id int64, p chat
 	defer f.Close()
 	if limit := d.cfg.MaxFileBytes; limit > 0 && st.Size() > limit {
 		d.log.Info("an upload is over the size limit; posting a note instead", "task_id", task.ID, "file", rel, "bytes", st.Size(), "limit", limit)
-		return d.post(ctx, task.Thread, id, chat.UploadTooLarge(d.cfg.Locale, rel, st.Size(), limit), nil)
+		return d.post(ctx, task.Thread, m, chat.UploadTooLarge(d.cfg.Locale, rel, st.Size(), limit), nil)
 	}
 	plat := textPlatform(task.Thread.Platform)
 	name := chattext.NeutralizeName(p.Name, plat)

@@ -51,6 +51,9 @@ type call struct {
 	Remove  bool
 	Name    string // upload
 	Content string // upload
+	Key     string // keyed post: its key
+	ID      string // the id the call returned
+	Buttons int    // post: how many buttons went with it
 	Err     bool   // the call failed
 	At      time.Time
 }
@@ -98,12 +101,12 @@ func (p *poster) do(c call, prefix string) (string, error) {
 	defer p.mu.Unlock()
 	delete(p.active, key)
 	c.Err = err != nil
-	p.calls = append(p.calls, c)
-	if err != nil {
-		return "", err
+	if err == nil {
+		p.n++
+		c.ID = fmt.Sprintf("%s%d", prefix, p.n)
 	}
-	p.n++
-	return fmt.Sprintf("%s%d", prefix, p.n), nil
+	p.calls = append(p.calls, c)
+	return c.ID, err
 }
 
 func (p *poster) Post(ctx context.Context, thread core.ThreadRef, text string) (string, error) {
@@ -132,6 +135,34 @@ func (p *poster) Upload(ctx context.Context, thread core.ThreadRef, name string,
 }
 
 func (p *poster) Limits() chat.Limits { return p.limits }
+
+// keyedPoster is a poster whose posts carry keys (chat.KeyedPoster) and
+// that finds them again (chat.DeliveryFinder), as Slack's metadata does.
+type keyedPoster struct {
+	*poster
+	finds atomic.Int64 // FindDelivered calls
+}
+
+var (
+	_ chat.KeyedPoster    = (*keyedPoster)(nil)
+	_ chat.DeliveryFinder = (*keyedPoster)(nil)
+)
+
+func (p *keyedPoster) PostKeyed(ctx context.Context, thread core.ThreadRef, text string, buttons []chat.Button, key string) (string, error) {
+	return p.do(call{Op: "post", Channel: thread.Channel, Thread: thread.Thread, Text: text, Key: key, Buttons: len(buttons)}, "P")
+}
+
+func (p *keyedPoster) FindDelivered(ctx context.Context, thread core.ThreadRef, key string) (string, bool, error) {
+	p.finds.Add(1)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.calls {
+		if !c.Err && c.Key == key && c.Channel == thread.Channel && c.Thread == thread.Thread {
+			return c.ID, true, nil
+		}
+	}
+	return "", false, nil
+}
 
 // Calls returns the calls so far; ok selects only the ones that succeeded.
 func (p *poster) Calls(ok bool) []call {

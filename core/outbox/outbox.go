@@ -4,23 +4,39 @@
 // change that caused it); a Deliverer reads the due messages of its
 // platform and hands them to the platform's chat.Poster.
 //
-// Delivery is at least once and in order per task: a task's next message is
-// never delivered before the previous one is settled (sent or given up),
-// while different tasks are delivered concurrently within a bound. Posts in
-// one channel are paced by the platform's Limits().Every. Failures are
-// retried with backoff (a rate limit at the time the platform names) and
-// never touch the job that wrote the message.
+// Delivery is in order per task: a task's next message is never delivered
+// before the previous one is settled (sent or given up), while different
+// tasks are delivered concurrently within a bound. Posts in one channel
+// are paced by the platform's Limits().Every. Failures are retried with
+// backoff (a rate limit at the time the platform names) and never touch
+// the job that wrote the message.
 //
-// Run one Deliverer per platform per database: two deliverers of one
-// platform would deliver the same messages twice.
+// Any number of Deliverers of one platform may share a store, in one
+// process or in many (several `baton gateway` processes on one
+// PostgreSQL store): each message is claimed by one of them for a lease
+// (Config.Owner, Config.Lease; core.OutboxStore.ClaimOutbox) and no other
+// takes it until the claim is settled, handed back or expired. A delivery
+// must end before its lease does: its sends run under a deadline of three
+// quarters of the lease, so that a live deliverer never posts after
+// another may have taken the message over.
+//
+// Delivery is still at least once when a deliverer dies, or loses its
+// lease, between posting and recording it: the message's claim count
+// (core.OutboxMessage.Claims) then says that an earlier delivery may have
+// posted it. Each post carries a key naming its message and part, where
+// the poster takes one (chat.KeyedPoster), and before posting such an
+// uncertain message the deliverer asks a poster that can look keys up
+// (chat.DeliveryFinder, Slack) whether the post exists; Discord drops a
+// post repeated with a recent key itself. Uploads carry no key.
 package outbox
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
+	mrand "math/rand/v2"
 	"sync"
 	"time"
 
@@ -34,14 +50,19 @@ import (
 type Store interface {
 	// Task returns the task with id (its thread and workspace).
 	Task(ctx context.Context, id int64) (core.Task, error)
-	// DueOutbox returns at most the first pending message of each task on
-	// platform, due at now.
-	DueOutbox(ctx context.Context, platform core.Platform, now time.Time, limit int) ([]core.OutboxMessage, error)
-	// OutboxSent marks a message delivered.
+	// ClaimOutbox claims for owner, until now+lease, at most the first
+	// pending message of each task on platform, due at now and not under
+	// another unexpired claim; Claims counts the deliveries begun.
+	ClaimOutbox(ctx context.Context, platform core.Platform, owner string, now time.Time, lease time.Duration, limit int) ([]core.OutboxMessage, error)
+	// ReleaseOutbox hands owner's claims of ids back, not counted when
+	// untried.
+	ReleaseOutbox(ctx context.Context, owner string, untried bool, ids ...int64) error
+	// OutboxSent marks a message delivered and ends its claim.
 	OutboxSent(ctx context.Context, id int64, platformMsgID string) error
-	// OutboxRetry records a failed try (Tries + 1) and when to try again.
+	// OutboxRetry records a failed try (Tries + 1) and when to try again,
+	// and ends the message's claim.
 	OutboxRetry(ctx context.Context, id int64, next time.Time, lastErr string) error
-	// OutboxFail gives up on a message.
+	// OutboxFail gives up on a message and ends its claim.
 	OutboxFail(ctx context.Context, id int64, lastErr string) error
 	// StatusMessage returns the platform id of a job's status message, or
 	// an error wrapping core.ErrNotFound when none was delivered yet.
@@ -58,8 +79,17 @@ type Config struct {
 	// Poll is how often the outbox is read when nothing kicks the
 	// deliverer; default 250 ms.
 	Poll time.Duration
-	// Batch is how many due messages one read returns at most; default 50.
+	// Batch is how many due messages one read claims at most; default 50.
 	Batch int
+	// Owner names the deliverer in the claims it takes; deliverers sharing
+	// a store must have different owners (a process may give its own
+	// deliverers one). Default: a random id for each Deliverer.
+	Owner string
+	// Lease is how long a claim lasts: another deliverer takes a message
+	// over once its claim is that old and unsettled (its deliverer died).
+	// Sends run under a deadline of three quarters of it. Default
+	// DefaultLease.
+	Lease time.Duration
 	// Concurrency is how many deliveries (of different tasks) run at once;
 	// default 8. A quarter of them (at least one) may run in one channel.
 	Concurrency int
@@ -93,6 +123,7 @@ const (
 	DefaultConcurrency = 8
 	DefaultMaxTries    = 8
 	DefaultMaxParts    = 4
+	DefaultLease       = 2 * time.Minute
 )
 
 // Backoff is the default retry delay after the n-th failed try: 1 s doubling
@@ -107,7 +138,7 @@ func Backoff(try int) time.Duration {
 	if try <= 9 { // 1 s · 2^9 > 5 min
 		d = min(ceiling, base<<(try-1))
 	}
-	return d/2 + rand.N(d/2+1)
+	return d/2 + mrand.N(d/2+1)
 }
 
 // minRateLimitWait is the least wait after a rate limit that named none.
@@ -180,12 +211,18 @@ func New(store Store, platform core.Platform, poster chat.Poster, cfg Config) *D
 	if cfg.Locale == "" {
 		cfg.Locale = "en"
 	}
+	if cfg.Owner == "" {
+		cfg.Owner = "outbox-" + rand.Text()
+	}
+	if cfg.Lease <= 0 {
+		cfg.Lease = DefaultLease
+	}
 	return &Deliverer{
 		store:      store,
 		platform:   platform,
 		poster:     poster,
 		cfg:        cfg,
-		log:        cfg.Logger.With("component", "outbox", "platform", string(platform)),
+		log:        cfg.Logger.With("component", "outbox", "platform", string(platform), "owner", cfg.Owner),
 		kick:       make(chan struct{}, 1),
 		sem:        make(chan struct{}, cfg.Concurrency),
 		perChannel: max(1, cfg.Concurrency/4),
@@ -226,11 +263,11 @@ func (d *Deliverer) Run(ctx context.Context) error {
 	}
 }
 
-// Flush delivers the messages due now — one per task, as DueOutbox returns
-// them — and waits until each is settled. It returns how many deliveries
-// it started; a message of a task whose delivery is already under way (in
-// Run) is left to it. A console session calls it before exiting; tests use
-// it to step the deliverer.
+// Flush delivers the messages due now — one per task, as ClaimOutbox
+// returns them — and waits until each is settled. It returns how many
+// deliveries it started; a message another delivery holds (in Run, or
+// another deliverer's) is left to it. A console session calls it before
+// exiting; tests use it to step the deliverer.
 func (d *Deliverer) Flush(ctx context.Context) (int, error) {
 	var wg sync.WaitGroup
 	n, err := d.round(ctx, &wg, nil)
@@ -238,47 +275,55 @@ func (d *Deliverer) Flush(ctx context.Context) (int, error) {
 	return n, err
 }
 
-// round reads the due messages once and starts a delivery for each, adding
-// them to wg; done, when set, is called after each delivery settles.
-func (d *Deliverer) round(ctx context.Context, wg *sync.WaitGroup, done func()) (int, error) {
-	// A task busy before the read may settle its message while the read
-	// runs, and then the read may return that message again, already sent.
-	// Skipping every task busy before the read avoids delivering it twice;
-	// the settling delivery calls done, so the task is read again at once.
-	d.mu.Lock()
-	before := make(map[int64]bool, len(d.busy))
-	for id := range d.busy {
-		before[id] = true
+// round claims up to Batch due messages once and starts a delivery for
+// each, adding them to wg; done, when set, is called after each delivery
+// settles. A claimed message that cannot start now (every slot is taken,
+// its channel has perChannel deliveries under way, its task's previous
+// message is still settling here, the round ends early) is handed back
+// untried, due again at the next round. Claiming a whole batch rather
+// than the free slots only is what lets a task of a quiet channel start
+// while many tasks of a paced channel, earlier in the claims' order, wait.
+func (d *Deliverer) round(ctx context.Context, wg *sync.WaitGroup, done func()) (started int, err error) {
+	if len(d.sem) == cap(d.sem) {
+		return 0, nil
 	}
-	d.mu.Unlock()
-
-	msgs, err := d.store.DueOutbox(ctx, d.platform, d.cfg.Now(), d.cfg.Batch)
+	claimedAt := time.Now() // the lease's start, on the clock deadlines use
+	msgs, err := d.store.ClaimOutbox(ctx, d.platform, d.cfg.Owner, d.cfg.Now(), d.cfg.Lease, d.cfg.Batch)
 	if err != nil {
 		return 0, err
 	}
-	started := 0
-	for _, m := range msgs {
-		if before[m.TaskID] {
-			continue
+	var back []int64
+	defer func() {
+		if len(back) > 0 {
+			d.handBack(ctx, true, back...)
+		}
+	}()
+	for i, m := range msgs {
+		if ctx.Err() != nil {
+			back = append(back, ids(msgs[i:])...)
+			return started, nil
 		}
 		task, err := d.store.Task(ctx, m.TaskID)
 		if err != nil {
+			back = append(back, ids(msgs[i:])...)
 			return started, fmt.Errorf("task %d of outbox message %d: %w", m.TaskID, m.ID, err)
 		}
 		if !d.claim(task) {
+			back = append(back, m.ID)
 			continue
 		}
 		select {
 		case d.sem <- struct{}{}:
-		case <-ctx.Done():
+		default:
 			d.release(task)
-			return started, nil
+			back = append(back, m.ID)
+			continue
 		}
 		started++
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			d.deliver(ctx, task, m)
+			d.deliver(ctx, task, m, claimedAt.Add(d.cfg.Lease*3/4))
 			d.release(task)
 			<-d.sem
 			if done != nil {
@@ -287,6 +332,25 @@ func (d *Deliverer) round(ctx context.Context, wg *sync.WaitGroup, done func()) 
 		}()
 	}
 	return started, nil
+}
+
+// handBack releases claims of messages this deliverer is not delivering
+// (see core.OutboxStore.ReleaseOutbox), even when ctx has ended; a failure
+// is logged, and the claims then expire with their lease.
+func (d *Deliverer) handBack(ctx context.Context, untried bool, ids ...int64) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	if err := d.store.ReleaseOutbox(rctx, d.cfg.Owner, untried, ids...); err != nil {
+		d.log.Warn("hand back outbox claims", "ids", ids, "err", err)
+	}
+}
+
+func ids(msgs []core.OutboxMessage) []int64 {
+	out := make([]int64, len(msgs))
+	for i, m := range msgs {
+		out[i] = m.ID
+	}
+	return out
 }
 
 // claim marks task busy and reports whether it was free and its channel
@@ -313,15 +377,27 @@ func (d *Deliverer) release(task core.Task) {
 	}
 }
 
-// deliver sends m and records the outcome.
-func (d *Deliverer) deliver(ctx context.Context, task core.Task, m core.OutboxMessage) {
+// deliver sends m, sending nothing after deadline (before its claim's
+// lease ends), and records the outcome.
+func (d *Deliverer) deliver(ctx context.Context, task core.Task, m core.OutboxMessage, deadline time.Time) {
 	log := d.log.With("outbox_id", m.ID, "task_id", m.TaskID, "job_id", m.JobID, "kind", string(m.Kind))
-	platformID, err := d.send(ctx, task, m)
+	if m.Claims > 1 {
+		log.Info("an earlier delivery may have reached the platform; looking before posting", "claims", m.Claims, "tries", m.Tries)
+	}
+	sendCtx, cancel := context.WithDeadline(ctx, deadline)
+	platformID, err := d.send(sendCtx, task, m)
+	cancel()
 	if err != nil && ctx.Err() != nil {
-		// Shutting down: the message stays pending as it was and is
-		// delivered at the next start; the try is not counted.
+		// Shutting down: the message is handed back as it was, its try
+		// not counted, and delivered at the next start (by any
+		// deliverer). It may have been posted in part, so its claim
+		// counts: the next delivery looks before posting.
 		log.Info("delivery interrupted by shutdown", "err", err)
+		d.handBack(ctx, false, m.ID)
 		return
+	}
+	if err != nil && sendCtx.Err() != nil {
+		err = fmt.Errorf("the delivery did not end within its lease: %w", err)
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()

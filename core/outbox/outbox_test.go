@@ -497,8 +497,8 @@ type signalStore struct {
 	reads chan struct{}
 }
 
-func (s signalStore) DueOutbox(ctx context.Context, p core.Platform, now time.Time, limit int) ([]core.OutboxMessage, error) {
-	msgs, err := s.Store.DueOutbox(ctx, p, now, limit)
+func (s signalStore) ClaimOutbox(ctx context.Context, p core.Platform, owner string, now time.Time, lease time.Duration, limit int) ([]core.OutboxMessage, error) {
+	msgs, err := s.Store.ClaimOutbox(ctx, p, owner, now, lease, limit)
 	select {
 	case s.reads <- struct{}{}:
 	default:

@@ -1,9 +1,11 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/baton-bot/baton/core"
@@ -11,14 +13,14 @@ import (
 )
 
 const outboxCols = `o.id, o.task_id, COALESCE(o.job_id, 0), o.attempt, o.seq, o.kind, o.payload, o.state, o.tries,
-	o.next_try_at, o.last_error, o.platform_msg_id, o.created_at, o.ref`
+	o.next_try_at, o.last_error, o.platform_msg_id, o.created_at, o.ref, o.claims`
 
 func scanOutbox(r scanner) (core.OutboxMessage, error) {
 	var m core.OutboxMessage
 	var kind, state string
 	var next, created int64
 	err := r.Scan(&m.ID, &m.TaskID, &m.JobID, &m.Attempt, &m.Seq, &kind, &m.Payload, &state, &m.Tries,
-		&next, &m.LastError, &m.PlatformMsgID, &created, &m.Ref)
+		&next, &m.LastError, &m.PlatformMsgID, &created, &m.Ref, &m.Claims)
 	if err != nil {
 		return core.OutboxMessage{}, notFound(err)
 	}
@@ -98,6 +100,68 @@ func (s *Store) DueOutbox(ctx context.Context, platform core.Platform, now time.
 	return out, nil
 }
 
+// ClaimOutbox implements core.OutboxStore with FOR UPDATE SKIP LOCKED:
+// concurrent claims, from any process, skip the messages another one is
+// taking at the moment instead of waiting for it, and a message another
+// claim took and committed since this statement's snapshot is rechecked
+// under its lock (READ COMMITTED re-evaluates the row's conditions on its
+// newest version), found claimed, and left out. Locking the message and
+// not its task is enough for the order of a task: only a task's first
+// pending message is a candidate, and a snapshot in which an earlier
+// message is still pending never offers a later one (a settled message
+// never becomes pending again, and Seqs are committed in order, see
+// insertOutbox). The candidates are materialized before the update, so
+// that the LIMIT applies once.
+func (s *Store) ClaimOutbox(ctx context.Context, platform core.Platform, owner string, now time.Time, lease time.Duration, limit int) ([]core.OutboxMessage, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	var out []core.OutboxMessage
+	err := s.tx(ctx, func(tx db) error {
+		rows, err := tx.query(ctx, `WITH picked AS MATERIALIZED (
+				SELECT o.id FROM outbox o JOIN tasks t ON t.id = o.task_id
+				WHERE t.platform = $1 AND o.state = $2 AND o.next_try_at <= $3 AND o.claimed_until <= $3
+				  AND o.seq = (SELECT MIN(p.seq) FROM outbox p WHERE p.task_id = o.task_id AND p.state = $2)
+				ORDER BY o.task_id, o.seq
+				LIMIT $4
+				FOR UPDATE OF o SKIP LOCKED)
+			UPDATE outbox o SET claimed_by = $5, claimed_until = $6, claims = o.claims + 1
+			FROM picked WHERE o.id = picked.id
+			RETURNING `+outboxCols,
+			string(platform), string(core.OutboxPending), ms(now), limit, owner, ms(now.Add(lease)))
+		out, err = collect(rows, err, scanOutbox)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim %s outbox: %w", platform, err)
+	}
+	// RETURNING gives no order.
+	slices.SortFunc(out, func(a, b core.OutboxMessage) int {
+		return cmp.Or(cmp.Compare(a.TaskID, b.TaskID), cmp.Compare(a.Seq, b.Seq))
+	})
+	return out, nil
+}
+
+// ReleaseOutbox implements core.OutboxStore.
+func (s *Store) ReleaseOutbox(ctx context.Context, owner string, untried bool, ids ...int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	uncount := 0
+	if untried {
+		uncount = 1
+	}
+	err := s.tx(ctx, func(tx db) error {
+		_, err := tx.exec(ctx, `UPDATE outbox SET claimed_by = '', claimed_until = 0, claims = GREATEST(claims - $2, 0)
+			WHERE claimed_by = $1 AND state = $3 AND id = ANY($4)`, owner, uncount, string(core.OutboxPending), ids)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("release %d outbox messages: %w", len(ids), err)
+	}
+	return nil
+}
+
 // Outbox returns the message with id, or an error wrapping core.ErrNotFound.
 func (s *Store) Outbox(ctx context.Context, id int64) (core.OutboxMessage, error) {
 	m, err := scanOutbox(s.read().row(ctx, `SELECT `+outboxCols+` FROM outbox o WHERE o.id = $1`, id))
@@ -126,23 +190,25 @@ func (s *Store) updateOutbox(ctx context.Context, op string, id int64, query str
 	return nil
 }
 
-// OutboxSent marks a message delivered, keeping the platform's id for it.
+// OutboxSent marks a message delivered, keeping the platform's id for it,
+// and ends its claim, whoever holds it.
 func (s *Store) OutboxSent(ctx context.Context, id int64, platformMsgID string) error {
-	return s.updateOutbox(ctx, "mark sent", id, `UPDATE outbox SET state = $1, platform_msg_id = $2, last_error = '' WHERE id = $3`,
+	return s.updateOutbox(ctx, "mark sent", id, `UPDATE outbox SET state = $1, platform_msg_id = $2, last_error = '', claimed_by = '', claimed_until = 0 WHERE id = $3`,
 		string(core.OutboxSent), platformMsgID)
 }
 
 // OutboxRetry records a failed try (Tries + 1, LastError) and when to try
-// again. The message's state is left as it is.
+// again, and ends the message's claim. The message's state is left as it
+// is.
 func (s *Store) OutboxRetry(ctx context.Context, id int64, next time.Time, lastErr string) error {
-	return s.updateOutbox(ctx, "retry", id, `UPDATE outbox SET tries = tries + 1, next_try_at = $1, last_error = $2 WHERE id = $3`,
+	return s.updateOutbox(ctx, "retry", id, `UPDATE outbox SET tries = tries + 1, next_try_at = $1, last_error = $2, claimed_by = '', claimed_until = 0 WHERE id = $3`,
 		ms(next), lastErr)
 }
 
-// OutboxFail gives up on a message (state failed, Tries + 1, LastError); the
-// task's next message becomes due.
+// OutboxFail gives up on a message (state failed, Tries + 1, LastError) and
+// ends its claim; the task's next message becomes due.
 func (s *Store) OutboxFail(ctx context.Context, id int64, lastErr string) error {
-	return s.updateOutbox(ctx, "fail", id, `UPDATE outbox SET state = $1, tries = tries + 1, last_error = $2 WHERE id = $3`,
+	return s.updateOutbox(ctx, "fail", id, `UPDATE outbox SET state = $1, tries = tries + 1, last_error = $2, claimed_by = '', claimed_until = 0 WHERE id = $3`,
 		string(core.OutboxFailed), lastErr)
 }
 

@@ -24,7 +24,8 @@
 //     that two messages of one thread never both create one;
 //   - dedup rests on unique constraints and INSERT … ON CONFLICT DO NOTHING
 //     (inbound keys, platform message ids, threads, inbox keys);
-//   - ClaimInbox takes due events with FOR UPDATE SKIP LOCKED.
+//   - ClaimInbox takes due events, and ClaimOutbox due outbox messages,
+//     with FOR UPDATE SKIP LOCKED.
 //
 // A transaction that fails with a serialization failure or a deadlock
 // (SQLSTATE 40001, 40P01), or whose connection is lost before it commits,

@@ -1,24 +1,32 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/baton-bot/baton/core"
 )
 
 const outboxCols = `o.id, o.task_id, COALESCE(o.job_id, 0), o.attempt, o.seq, o.kind, o.payload, o.state, o.tries,
-	o.next_try_at, o.last_error, o.platform_msg_id, o.created_at, o.ref`
+	o.next_try_at, o.last_error, o.platform_msg_id, o.created_at, o.ref, o.claims`
+
+// returningOutbox are outboxCols for a RETURNING clause, which names the
+// columns of the table it changes unqualified.
+var returningOutbox = strings.ReplaceAll(outboxCols, "o.", "")
 
 func scanOutbox(r scanner) (core.OutboxMessage, error) {
 	var m core.OutboxMessage
 	var kind, state string
 	var next, created int64
 	err := r.Scan(&m.ID, &m.TaskID, &m.JobID, &m.Attempt, &m.Seq, &kind, &m.Payload, &state, &m.Tries,
-		&next, &m.LastError, &m.PlatformMsgID, &created, &m.Ref)
+		&next, &m.LastError, &m.PlatformMsgID, &created, &m.Ref, &m.Claims)
 	if err != nil {
 		return core.OutboxMessage{}, notFound(err)
 	}
@@ -101,6 +109,88 @@ func (s *Store) DueOutbox(ctx context.Context, platform core.Platform, now time.
 	return out, nil
 }
 
+// dueOutbox selects the due messages of a platform (argument 1) at an
+// instant (argument 2, unix ms): each task's first pending message, when
+// its next try is due and it is not under a claim that lasts past the
+// instant, in (task, seq) order.
+const dueOutbox = `SELECT o.id FROM outbox o JOIN tasks t ON t.id = o.task_id
+	WHERE t.platform = ?1 AND o.state = 'pending' AND o.next_try_at <= ?2 AND o.claimed_until <= ?2
+	  AND o.seq = (SELECT MIN(p.seq) FROM outbox p WHERE p.task_id = o.task_id AND p.state = 'pending')
+	ORDER BY o.task_id, o.seq`
+
+// ClaimOutbox implements core.OutboxStore. The claim is one write
+// transaction: the store's single writer orders it with every other, so
+// concurrent claims (of this process or another sharing the file) never
+// take one message twice. When nothing is claimable a read answers, and
+// the writer is spared a transaction: deliverers poll often and mostly
+// find nothing.
+func (s *Store) ClaimOutbox(ctx context.Context, platform core.Platform, owner string, now time.Time, lease time.Duration, limit int) ([]core.OutboxMessage, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	var any int
+	err := s.reader.QueryRowContext(ctx, `SELECT COUNT(*) FROM (`+dueOutbox+` LIMIT 1)`, string(platform), ms(now)).Scan(&any)
+	if err != nil {
+		return nil, fmt.Errorf("claim %s outbox: %w", platform, err)
+	}
+	if any == 0 {
+		return nil, nil
+	}
+	var out []core.OutboxMessage
+	err = s.tx(ctx, func(tx *txn) error {
+		out = out[:0]
+		rows, err := tx.QueryContext(ctx, `UPDATE outbox SET claimed_by = ?3, claimed_until = ?4, claims = claims + 1
+			WHERE id IN (`+dueOutbox+` LIMIT ?5)
+			RETURNING `+returningOutbox, string(platform), ms(now), owner, ms(now.Add(lease)), limit)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			m, err := scanOutbox(rows)
+			if err != nil {
+				return err
+			}
+			out = append(out, m)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim %s outbox: %w", platform, err)
+	}
+	// RETURNING gives no order.
+	slices.SortFunc(out, func(a, b core.OutboxMessage) int {
+		return cmp.Or(cmp.Compare(a.TaskID, b.TaskID), cmp.Compare(a.Seq, b.Seq))
+	})
+	return out, nil
+}
+
+// ReleaseOutbox implements core.OutboxStore.
+func (s *Store) ReleaseOutbox(ctx context.Context, owner string, untried bool, ids ...int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	uncount := 0
+	if untried {
+		uncount = 1
+	}
+	list, err := json.Marshal(ids)
+	if err != nil {
+		return fmt.Errorf("release %d outbox messages: %w", len(ids), err)
+	}
+	// One statement whatever the number of ids: the ids travel as a JSON
+	// array.
+	err = s.tx(ctx, func(tx *txn) error {
+		_, err := tx.ExecContext(ctx, `UPDATE outbox SET claimed_by = '', claimed_until = 0, claims = MAX(claims - ?2, 0)
+			WHERE claimed_by = ?1 AND state = 'pending' AND id IN (SELECT value FROM json_each(?3))`, owner, uncount, string(list))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("release %d outbox messages: %w", len(ids), err)
+	}
+	return nil
+}
+
 // Outbox returns the message with id, or an error wrapping core.ErrNotFound.
 func (s *Store) Outbox(ctx context.Context, id int64) (core.OutboxMessage, error) {
 	m, err := scanOutbox(s.reader.QueryRowContext(ctx, `SELECT `+outboxCols+` FROM outbox o WHERE o.id = ?`, id))
@@ -133,23 +223,25 @@ func (s *Store) updateOutbox(ctx context.Context, op string, id int64, query str
 	return nil
 }
 
-// OutboxSent marks a message delivered, keeping the platform's id for it.
+// OutboxSent marks a message delivered, keeping the platform's id for it,
+// and ends its claim, whoever holds it.
 func (s *Store) OutboxSent(ctx context.Context, id int64, platformMsgID string) error {
-	return s.updateOutbox(ctx, "mark sent", id, `UPDATE outbox SET state = ?, platform_msg_id = ?, last_error = '' WHERE id = ?`,
+	return s.updateOutbox(ctx, "mark sent", id, `UPDATE outbox SET state = ?, platform_msg_id = ?, last_error = '', claimed_by = '', claimed_until = 0 WHERE id = ?`,
 		string(core.OutboxSent), platformMsgID)
 }
 
 // OutboxRetry records a failed try (Tries + 1, LastError) and when to try
-// again. The message's state is left as it is.
+// again, and ends the message's claim. The message's state is left as it
+// is.
 func (s *Store) OutboxRetry(ctx context.Context, id int64, next time.Time, lastErr string) error {
-	return s.updateOutbox(ctx, "retry", id, `UPDATE outbox SET tries = tries + 1, next_try_at = ?, last_error = ? WHERE id = ?`,
+	return s.updateOutbox(ctx, "retry", id, `UPDATE outbox SET tries = tries + 1, next_try_at = ?, last_error = ?, claimed_by = '', claimed_until = 0 WHERE id = ?`,
 		ms(next), lastErr)
 }
 
-// OutboxFail gives up on a message (state failed, Tries + 1, LastError); the
-// task's next message becomes due.
+// OutboxFail gives up on a message (state failed, Tries + 1, LastError) and
+// ends its claim; the task's next message becomes due.
 func (s *Store) OutboxFail(ctx context.Context, id int64, lastErr string) error {
-	return s.updateOutbox(ctx, "fail", id, `UPDATE outbox SET state = ?, tries = tries + 1, last_error = ? WHERE id = ?`,
+	return s.updateOutbox(ctx, "fail", id, `UPDATE outbox SET state = ?, tries = tries + 1, last_error = ?, claimed_by = '', claimed_until = 0 WHERE id = ?`,
 		string(core.OutboxFailed), lastErr)
 }
 

@@ -83,6 +83,9 @@ var areas = []struct {
 		{"AddOutboxSeq", testAddOutboxSeq},
 		{"DueOutbox", testDueOutbox},
 		{"DueOutboxOrder", testDueOutboxOrder},
+		{"ClaimOutbox", testClaimOutbox},
+		{"ReleaseOutbox", testReleaseOutbox},
+		{"ClaimOutboxOrder", testClaimOutboxOrder},
 		{"StatusMessage", testStatusMessage},
 		{"RefMessage", testRefMessage},
 		{"OutboxStats", testOutboxStats},
@@ -124,6 +127,7 @@ var areas = []struct {
 		{"EnsureTaskConcurrent", testEnsureTaskConcurrent},
 		{"SeenInboundConcurrent", testSeenInboundConcurrent},
 		{"StartJobRace", testStartJobRace},
+		{"ClaimOutboxConcurrent", testClaimOutboxConcurrent},
 		{"DecideApprovalConcurrent", testDecideApprovalConcurrent},
 	}},
 }

@@ -23,7 +23,9 @@
 // ids answer with Discord's errors: see NoThreads, Forbidden, Unknown and
 // LateInteraction. Events, and the earlier messages of a channel, are
 // Discord's JSON objects as maps; what the bot sent is recorded typed,
-// buttons (message components) included.
+// buttons (message components) and nonces included. A post with an
+// enforced nonce (enforce_nonce) the bot used in the channel before is
+// answered with that earlier message, and nothing is posted.
 //
 // Interactions are answered as Discord does: one response each (a second
 // is refused with 40060), a deferred update (type 6) only for a button
@@ -132,6 +134,10 @@ type Message struct {
 	// with HasComponents and no Rows removes the message's buttons.
 	Rows          []Row
 	HasComponents bool
+	// Nonce is the nonce a post carried; EnforceNonce whether it asked
+	// Discord to enforce it.
+	Nonce        string
+	EnforceNonce bool
 }
 
 // Buttons returns the buttons of all of m's rows, in order.
@@ -508,6 +514,17 @@ func (f *Server) postMessage(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusNotFound, 10003, "Unknown Channel")
 		return
 	}
+	if s.EnforceNonce && s.Nonce != "" {
+		// As Discord: the bot's earlier message in the channel with this
+		// nonce is the answer, and nothing is posted (Discord remembers a
+		// nonce for a few minutes, the fake for ever).
+		for _, p := range f.posts {
+			if p.Channel == s.Channel && p.Nonce == s.Nonce {
+				reply(w, map[string]any{"id": p.ID, "channel_id": p.Channel, "content": p.Content, "nonce": p.Nonce})
+				return
+			}
+		}
+	}
 	s.ID = f.nextID()
 	f.posts = append(f.posts, s)
 	reply(w, map[string]any{"id": s.ID, "channel_id": s.Channel, "content": s.Content})
@@ -521,7 +538,9 @@ func decodeMessage(r *http.Request) (Message, []byte) {
 		AllowedMentions *struct {
 			Parse []string `json:"parse"`
 		} `json:"allowed_mentions"`
-		Components json.RawMessage `json:"components"`
+		Components   json.RawMessage `json:"components"`
+		Nonce        string          `json:"nonce"`
+		EnforceNonce bool            `json:"enforce_nonce"`
 	}
 	var raw []byte
 	s := Message{Files: map[string]string{}}
@@ -545,7 +564,7 @@ func decodeMessage(r *http.Request) (Message, []byte) {
 		raw, _ = io.ReadAll(r.Body)
 		json.Unmarshal(raw, &body)
 	}
-	s.Content = body.Content
+	s.Content, s.Nonce, s.EnforceNonce = body.Content, body.Nonce, body.EnforceNonce
 	if body.AllowedMentions != nil {
 		s.HasAllowed, s.Parse = true, body.AllowedMentions.Parse
 	}

@@ -73,6 +73,10 @@ type Call struct {
 	// Blocks is the Block Kit JSON a chat.postMessage or chat.update
 	// carried ("" when it sent none); Buttons and Section read it.
 	Blocks string
+	// Metadata is the message metadata JSON a chat.postMessage carried
+	// ("" when it sent none); conversations.replies and
+	// conversations.history answer it with include_all_metadata.
+	Metadata string
 }
 
 // Button is a button of a recorded message's blocks.
@@ -140,8 +144,11 @@ func (c Call) Section() string {
 // usergroups.users.list (SetMembers); users.info (SetUser); files.info
 // (SetFileInfo); auth.test (the bot's identity, and the token's scopes
 // once SetScopes named them); apps.connections.open (slacktest's
-// websocket, unless a test binds its own); conversations.replies
-// (an empty thread); the external upload (files.getUploadURLExternal, the
+// websocket, unless a test binds its own); conversations.replies and
+// conversations.history (the messages chat.postMessage posted in the
+// thread, oldest first, or at the channel's top level, newest first, in
+// pages of the limit asked, their metadata with include_all_metadata);
+// the external upload (files.getUploadURLExternal, the
 // upload URL, files.completeUploadExternal; the content kept for File);
 // and DownloadURL's files. Its methods are safe for concurrent use.
 type Server struct {
@@ -244,10 +251,34 @@ func NewServer(t testing.TB, extra ...slacktest.Binder) *Server {
 			WriteJSON(w, map[string]any{"ok": true, "url": slacktest.ServerWSFromContext(r.Context())})
 		})
 		c.Handle("/conversations.replies", func(w http.ResponseWriter, r *http.Request) {
+			if s.failed(w, "conversations.replies") {
+				return
+			}
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			s.calls = append(s.calls, Call{Method: "conversations.replies", Channel: r.FormValue("channel"), TS: r.FormValue("ts")})
-			WriteJSON(w, map[string]any{"ok": true, "messages": []any{}, "has_more": false})
+			var thread []Call
+			for _, c := range s.calls {
+				if c.Method == "chat.postMessage" && c.Channel == r.FormValue("channel") && c.ThreadTS == r.FormValue("ts") {
+					thread = append(thread, c)
+				}
+			}
+			writePage(w, r, thread)
+		})
+		c.Handle("/conversations.history", func(w http.ResponseWriter, r *http.Request) {
+			if s.failed(w, "conversations.history") {
+				return
+			}
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.calls = append(s.calls, Call{Method: "conversations.history", Channel: r.FormValue("channel")})
+			var top []Call
+			for _, c := range slices.Backward(s.calls) {
+				if c.Method == "chat.postMessage" && c.Channel == r.FormValue("channel") && c.ThreadTS == "" {
+					top = append(top, c)
+				}
+			}
+			writePage(w, r, top)
 		})
 		c.Handle("/files.getUploadURLExternal", func(w http.ResponseWriter, r *http.Request) {
 			if s.failed(w, "files.getUploadURLExternal") {
@@ -300,6 +331,35 @@ func NewServer(t testing.TB, extra ...slacktest.Binder) *Server {
 	return s
 }
 
+// writePage answers a page of the posts msgs as conversations.replies and
+// conversations.history do: limit messages (default 100) from the cursor,
+// an offset.
+func writePage(w http.ResponseWriter, r *http.Request, msgs []Call) {
+	from, _ := strconv.Atoi(r.FormValue("cursor"))
+	limit, err := strconv.Atoi(r.FormValue("limit"))
+	if err != nil || limit <= 0 {
+		limit = 100
+	}
+	from = min(max(from, 0), len(msgs))
+	to := min(from+limit, len(msgs))
+	page := []map[string]any{}
+	for _, c := range msgs[from:to] {
+		m := map[string]any{"type": "message", "ts": c.Posted, "text": c.Text, "user": BotUser, "bot_id": BotID}
+		if c.ThreadTS != "" {
+			m["thread_ts"] = c.ThreadTS
+		}
+		if c.Metadata != "" && r.FormValue("include_all_metadata") == "1" {
+			m["metadata"] = json.RawMessage(c.Metadata)
+		}
+		page = append(page, m)
+	}
+	resp := map[string]any{"ok": true, "messages": page, "has_more": to < len(msgs)}
+	if to < len(msgs) {
+		resp["response_metadata"] = map[string]any{"next_cursor": strconv.Itoa(to)}
+	}
+	WriteJSON(w, resp)
+}
+
 // URL returns the Web API's base URL (slack.Config.APIURL), ending in "/".
 func (s *Server) URL() string { return s.srv.GetAPIURL() }
 
@@ -346,7 +406,7 @@ func (s *Server) record(method string) http.HandlerFunc {
 		}
 		c := Call{Method: method, Channel: r.FormValue("channel"), TS: r.FormValue("ts"), ThreadTS: r.FormValue("thread_ts"),
 			Text: r.FormValue("text"), Name: r.FormValue("name"), Parse: r.FormValue("parse"), LinkNames: r.FormValue("link_names"), User: r.FormValue("user"),
-			Blocks: r.FormValue("blocks")}
+			Blocks: r.FormValue("blocks"), Metadata: r.FormValue("metadata")}
 		if method == "reactions.add" || method == "reactions.remove" {
 			c.TS = r.FormValue("timestamp")
 		}
@@ -416,8 +476,9 @@ func (s *Server) File(id string) string {
 
 // Fail makes every later call of method answer error code, as Slack
 // answers a call it refuses (ok false). It applies to the recorded
-// methods, usergroups.users.list, the upload methods, auth.test and
-// apps.connections.open.
+// methods, usergroups.users.list, the upload methods, auth.test,
+// apps.connections.open, conversations.replies and
+// conversations.history.
 func (s *Server) Fail(method, code string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
