@@ -26,7 +26,6 @@
 package mcptest
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"flag"
@@ -321,15 +320,20 @@ func NewServer(o Options, w Writes) *mcp.Server {
 	return s
 }
 
-// hugeText is HugeBytes of numbered lines.
-func hugeText() string {
-	var b bytes.Buffer
-	b.Grow(HugeBytes)
-	for i := 0; b.Len() < HugeBytes; i++ {
-		fmt.Fprintf(&b, "line %08d of the huge result\n", i)
+// hugeText is HugeBytes of numbered lines, made once.
+var hugeText = sync.OnceValue(func() string {
+	b := make([]byte, 0, HugeBytes+64)
+	for i := 0; len(b) < HugeBytes; i++ {
+		b = append(b, "line "...)
+		n := strconv.Itoa(i)
+		for range 8 - len(n) {
+			b = append(b, '0')
+		}
+		b = append(b, n...)
+		b = append(b, " of the huge result\n"...)
 	}
-	return b.String()[:HugeBytes]
-}
+	return string(b[:HugeBytes])
+})
 
 // HTTPServer is the server over Streamable HTTP, stopped by the test's
 // cleanup.
@@ -350,7 +354,9 @@ func StartHTTP(tb testing.TB, o Options, need http.Header) *HTTPServer {
 	tb.Helper()
 	h := &HTTPServer{writes: &memWrites{}, need: need}
 	srv := NewServer(o, h.writes)
-	mh := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	// A server of the stateless protocol (2026-07-28 on) serves it only
+	// statelessly.
+	mh := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: o.Protocol >= "2026-07-28"})
 	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.mu.Lock()
 		h.headers = append(h.headers, r.Header.Clone())
