@@ -62,6 +62,8 @@ type pieceRun struct {
 
 	homeChannel string // where its calls are judged (see channel); "" until asked
 
+	ext ExternalTools // the run's MCP tools; nil: none
+
 	prepared bool // the workspace's input/ and output/ exist
 
 	mu               sync.Mutex
@@ -428,6 +430,14 @@ func (pr *pieceRun) save(ctx context.Context, movement string, events ...core.Jo
 	}
 	pr.mu.Unlock()
 	return pr.r.Save(ctx, p)
+}
+
+// currentMovement is the movement running, for events told from outside
+// its loop.
+func (pr *pieceRun) currentMovement() string {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	return pr.movement
 }
 
 // observe reports the run's progress to the observer.
