@@ -2,12 +2,16 @@ package main
 
 import (
 	"context"
+	"flag"
+	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/baton-bot/baton/core/engine"
 	"github.com/baton-bot/baton/core/mcp"
+	"github.com/baton-bot/baton/core/policy"
 )
 
 // mcpManager builds the manager of the configured MCP servers, in name
@@ -63,4 +67,75 @@ var _ engine.Externals = mcpExternals{}
 
 func (x mcpExternals) Open(_ context.Context, s engine.ExternalScope) engine.ExternalTools {
 	return x.m.Open(mcp.Scope{Channel: s.Channel, Piece: s.Piece, Dir: s.Dir, Event: s.Event})
+}
+
+// mcpCommand runs `baton mcp list`: each configured server started or
+// reached, its tools listed with what a call of each would meet (allowed,
+// asked, denied by the approvals rules that hold in every channel, or
+// disabled), and what failed. Exit 1 when a server failed.
+func (m *Main) mcpCommand(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return usageErr("baton mcp: a subcommand is required: list")
+	}
+	if wantsHelp(args[:1]) {
+		var cf commonFlags
+		m.showHelp("mcp", namedFlags{fs: m.flagSet("mcp", &cf, false)})
+		return &exitError{code: exitOK, err: flag.ErrHelp, reported: true}
+	}
+	if args[0] != "list" {
+		return usageErr("baton mcp: unknown subcommand %q: want list", args[0])
+	}
+	if err := m.configOnly("mcp", args[1:]); err != nil {
+		return err
+	}
+	mgr := mcpManager(m.Config, nil, m.Logger)
+	if mgr == nil {
+		fmt.Fprintln(m.Stdout, "baton: no MCP servers are configured (mcp.servers)")
+		return nil
+	}
+	rules, errs := m.Config.Approvals.policyRules()
+	if len(errs) > 0 {
+		return configErr("mcp", joinConfigErrors(errs))
+	}
+	gate := policy.New(rules, nil)
+	failed := 0
+	for _, r := range mgr.Inspect(ctx) {
+		fmt.Fprintf(m.Stdout, "%s (%s: %s; channels: %s; pieces: %s)\n", r.Server, r.Transport, redactURL(r.Target), allOr(r.Channels), allOr(r.Pieces))
+		if r.Err != nil {
+			failed++
+			fmt.Fprintf(m.Stdout, "  failed: %v\n", r.Err)
+			continue
+		}
+		if len(r.Tools) == 0 {
+			fmt.Fprintln(m.Stdout, "  no tools")
+		}
+		for _, t := range r.Tools {
+			if t.Disabled {
+				fmt.Fprintf(m.Stdout, "  %-40s %s\n", t.Remote, "disabled")
+				continue
+			}
+			kind := policy.External
+			if t.ReadOnly {
+				kind = policy.ExternalRead
+			}
+			d, _ := gate.Decide(ctx, policy.Request{Kind: kind, Tool: t.Name, Subject: "{}"})
+			status := map[policy.Action]string{policy.Allow: "allowed", policy.Ask: "needs approval", policy.Deny: "denied"}[d.Action]
+			if d.Rule != "default" {
+				status += " (" + d.Rule + ")"
+			}
+			fmt.Fprintf(m.Stdout, "  %-40s %s\n", t.Name, status)
+		}
+	}
+	if failed > 0 {
+		return &exitError{code: exitInternal, err: fmt.Errorf("baton mcp list: %d of %d servers failed", failed, len(mgr.Servers()))}
+	}
+	return nil
+}
+
+// allOr lists names, or says all.
+func allOr(names []string) string {
+	if len(names) == 0 {
+		return "all"
+	}
+	return strings.Join(names, ", ")
 }

@@ -108,19 +108,9 @@ func (s *Session) list(ctx context.Context) {
 // listServer connects to srv for this session, lists its tools (every
 // page) and caches them.
 func (s *Session) listServer(ctx context.Context, srv *server) ([]toolDef, error) {
-	c, err := s.conn(ctx, srv)
+	listed, err := s.listAll(ctx, srv)
 	if err != nil {
 		return nil, err
-	}
-	lctx, cancel := context.WithTimeout(ctx, srv.cfg.StartupTimeout)
-	defer cancel()
-	var listed []*sdk.Tool
-	for t, err := range c.cs.Tools(lctx, nil) {
-		if err != nil {
-			c.dead.Store(true)
-			return nil, c.explain(fmt.Errorf("tools/list: %w", err))
-		}
-		listed = append(listed, t)
 	}
 	return srv.remember(listed), nil
 }

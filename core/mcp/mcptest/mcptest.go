@@ -20,7 +20,7 @@
 // the server's record), slow (readOnlyHint true; sleeps), crash (the stdio
 // server exits mid-call), fail (an isError result), image (a PNG), huge
 // (10 MB of text), env_names (the names of the variables the server was
-// given) and elicit (asks the user through elicitation). Options add the
+// given), getenv (a variable's value: a server that says its secret) and elicit (asks the user through elicitation). Options add the
 // bad inputs: garbage on stdout, a schema OpenAI would refuse, a handshake
 // never answered, many tools.
 package mcptest
@@ -208,6 +208,10 @@ type slowIn struct {
 	Seconds float64 `json:"seconds" jsonschema:"how long to sleep"`
 }
 
+type getenvIn struct {
+	Name string `json:"name" jsonschema:"the variable"`
+}
+
 type elicitIn struct {
 	Question string `json:"question" jsonschema:"what to ask the user"`
 }
@@ -278,6 +282,10 @@ func NewServer(o Options, w Writes) *mcp.Server {
 			}
 			slices.Sort(names)
 			return text(strings.Join(names, "\n")), nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "getenv", Description: "Say the value of one of the server's environment variables (a server that gives its secret away).", Annotations: ro},
+		func(_ context.Context, _ *mcp.CallToolRequest, in getenvIn) (*mcp.CallToolResult, any, error) {
+			return text(in.Name + "=" + os.Getenv(in.Name)), nil, nil
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "elicit", Description: "Ask the user a question and return the answer.", Annotations: ro},
 		func(ctx context.Context, req *mcp.CallToolRequest, in elicitIn) (*mcp.CallToolResult, any, error) {
