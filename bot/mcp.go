@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/baton-bot/baton/core/chat"
 	"github.com/baton-bot/baton/core/engine"
 	"github.com/baton-bot/baton/core/mcp"
 	"github.com/baton-bot/baton/core/policy"
@@ -57,6 +58,27 @@ func (s *system) externals() engine.Externals {
 		return nil
 	}
 	return mcpExternals{m: s.mcp}
+}
+
+// mcpChannels tells the conversation service which servers a channel's
+// jobs may use (/baton mcp).
+type mcpChannels struct{ m *mcp.Manager }
+
+func (x mcpChannels) ForChannel(channel string) []chat.MCPServer {
+	var out []chat.MCPServer
+	for _, b := range x.m.ForChannel(channel) {
+		out = append(out, chat.MCPServer{Name: b.Server, Pieces: b.Pieces, Tools: b.Tools, Listed: b.Listed})
+	}
+	return out
+}
+
+// chatMCP is what the conversation service gets of the MCP servers: nil
+// without any.
+func (s *system) chatMCP() chat.MCPServers {
+	if s.mcp == nil {
+		return nil
+	}
+	return mcpChannels{m: s.mcp}
 }
 
 // mcpExternals gives the engine the MCP servers' tools for each run of a

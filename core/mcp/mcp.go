@@ -261,3 +261,27 @@ func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
+
+// Binding is a server a channel's jobs may use.
+type Binding struct {
+	Server string
+	Pieces []string // empty: every piece
+	// Tools is how many tools of it are allowed, once a session or
+	// Inspect has listed them (Listed).
+	Tools  int
+	Listed bool
+}
+
+// ForChannel returns the servers bound to channel (for some piece or
+// every one), in the configuration's order.
+func (m *Manager) ForChannel(channel string) []Binding {
+	var out []Binding
+	for _, s := range m.servers {
+		if len(s.cfg.Channels) > 0 && !slices.Contains(s.cfg.Channels, channel) {
+			continue
+		}
+		defs, listed := s.cached()
+		out = append(out, Binding{Server: s.cfg.Name, Pieces: slices.Clone(s.cfg.Pieces), Tools: len(defs), Listed: listed})
+	}
+	return out
+}

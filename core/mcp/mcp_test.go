@@ -255,6 +255,15 @@ func TestBindingAndDisabled(t *testing.T) {
 	if got := w.m.Bound("slack:C2", "research"); !slices.Equal(got, []string{"there", "research", "few"}) {
 		t.Errorf("Bound = %v", got)
 	}
+	var bound []string
+	for _, b := range w.m.ForChannel("slack:C1") {
+		bound = append(bound, b.Server+"/"+strings.Join(b.Pieces, ",")+"/"+strconv.Itoa(b.Tools))
+	}
+	// here lists 10 tools less write; research has not been listed (not
+	// bound to chat).
+	if !slices.Equal(bound, []string{"here//9", "research/research/0", "few//1"}) {
+		t.Errorf("ForChannel = %v", bound)
+	}
 }
 
 // TestCrashAndHang: a server that dies mid-call and one that does not
