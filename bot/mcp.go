@@ -88,7 +88,7 @@ type mcpExternals struct{ m *mcp.Manager }
 var _ engine.Externals = mcpExternals{}
 
 func (x mcpExternals) Open(_ context.Context, s engine.ExternalScope) engine.ExternalTools {
-	return x.m.Open(mcp.Scope{Channel: s.Channel, Piece: s.Piece, Dir: s.Dir, Event: s.Event})
+	return x.m.Open(mcp.Scope{Channel: s.Channel, Piece: s.Piece, Dir: s.Dir, Event: s.Event, Elicit: s.Ask})
 }
 
 // mcpCommand runs `baton mcp list`: each configured server started or

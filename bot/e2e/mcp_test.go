@@ -398,3 +398,45 @@ func TestMCPBadInput(t *testing.T) {
 		t.Errorf("processes left after the job: %v", left)
 	}
 }
+
+// TestMCPElicitation: a server's question in the middle of a call is put
+// in the thread; the reply answers it, reaches the model as the tool's
+// result and is not handed to the agent a second time. Over stdio (the
+// newest protocol) and HTTP (a stateful server of 2025-11-25).
+func TestMCPElicitation(t *testing.T) {
+	h := mcptest.StartHTTP(t, mcptest.Options{}, nil)
+	for _, tc := range []struct {
+		name string
+		srv  mcp.ServerConfig
+	}{
+		{"stdio", mcpStdio(t, "ask", mcptest.Options{})},
+		{"http", mcp.ServerConfig{Name: "ask", URL: h.URL}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// A short call timeout: the wait for the person does not count.
+			tc.srv.CallTimeout = 2 * time.Second
+			w := newMCPChat(t, stackOptions{MCP: []mcp.ServerConfig{tc.srv}})
+			w.srv.Script(llmtest.Call("mcp__ask__elicit", `{"question":"Which colour?"}`), llmtest.Transition("COMPLETE", "asked"))
+			w.say("U1", "<@UBATON> ask me")
+			eventually(t, "the server's question in the thread", func() bool {
+				for _, m := range w.outbox() {
+					if strings.Contains(m, "The tool server `ask` asks: Which colour?") {
+						return true
+					}
+				}
+				return false
+			})
+			time.Sleep(2500 * time.Millisecond) // past the call timeout: the wait is not the call's
+			w.say("U1", "teal-"+tc.name)
+			w.waitJob(core.JobSucceeded)
+			if got := toolResults(t, w.srv, 1, "mcp__ask__elicit"); !slices.Equal(got, []string{"the user answered: teal-" + tc.name}) {
+				t.Errorf("the answer reached the model as %q", got)
+			}
+			for _, m := range w.srv.Requests()[1].Messages {
+				if m.Role == "user" && strings.Contains(m.Text(), "teal-") {
+					t.Errorf("the answer was handed to the agent again: %q", m.Text())
+				}
+			}
+		})
+	}
+}

@@ -70,7 +70,7 @@ type stackOptions struct {
 type stackExternals struct{ m *mcp.Manager }
 
 func (x stackExternals) Open(_ context.Context, s engine.ExternalScope) engine.ExternalTools {
-	return x.m.Open(mcp.Scope{Channel: s.Channel, Piece: s.Piece, Dir: s.Dir, Event: s.Event})
+	return x.m.Open(mcp.Scope{Channel: s.Channel, Piece: s.Piece, Dir: s.Dir, Event: s.Event, Elicit: s.Ask})
 }
 
 // startStack builds and runs the stack for t.

@@ -218,6 +218,18 @@ type ExternalScope struct {
 	Dir string
 	// Event records a job event in the movement running.
 	Event func(kind, detail string)
+	// Ask puts a server's question to the people of the task's thread
+	// and waits for the first reply (ok false: nobody could be asked, or
+	// nobody answered within the approvals timeout).
+	Ask func(ctx context.Context, server, question string) (answer string, ok bool, err error)
+}
+
+// Questioner is an Observer that can put a question in a running job's
+// thread (an MCP server's elicitation, asked in the middle of a call);
+// the engine finds it by type assertion on Config.Observer. The reply
+// arrives as a comment of the task, as any message in the thread does.
+type Questioner interface {
+	Question(ctx context.Context, taskID int64, text string) error
 }
 
 // ExternalTools are a run's external tools. Offer returns those to offer
@@ -354,6 +366,7 @@ func (e *Engine) Run(ctx context.Context, r *worker.Run) (core.Finish, error) {
 		run.ext = e.cfg.Externals.Open(ctx, ExternalScope{
 			JobID: j.ID, TaskID: run.task.ID, Channel: run.channel(ctx), Piece: p.Name, Dir: run.ws.Root(),
 			Event: func(kind, detail string) { _ = run.event(ctx, kind, run.currentMovement(), detail) },
+			Ask:   run.askThread,
 		})
 		// Before the workspace closes: a stdio server runs in it.
 		defer func() {

@@ -38,6 +38,48 @@ type conn struct {
 
 	dead      atomic.Bool // the connection failed; the next call connects anew
 	closeOnce sync.Once
+
+	mu    sync.Mutex
+	timer *callTimer // guarded by mu: the call running, whose timeout a question to a person pauses
+}
+
+// callTimer is a call's timeout, which stops while the server waits for a
+// person's answer (elicitation) and starts afresh after it.
+type callTimer struct {
+	d time.Duration
+	t *time.Timer
+}
+
+// errCallTimeout is the cause of a call's context when its timeout ran out.
+var errCallTimeout = errors.New("the call timed out")
+
+// startCall starts the timeout of a call on c: cancel ends ctx with
+// errCallTimeout when it runs out. The returned stop ends it.
+func (c *conn) startCall(d time.Duration, cancel context.CancelCauseFunc) (stop func()) {
+	ct := &callTimer{d: d, t: time.AfterFunc(d, func() { cancel(errCallTimeout) })}
+	c.mu.Lock()
+	c.timer = ct
+	c.mu.Unlock()
+	return func() {
+		ct.t.Stop()
+		c.mu.Lock()
+		if c.timer == ct {
+			c.timer = nil
+		}
+		c.mu.Unlock()
+	}
+}
+
+// pause stops the running call's timeout while a person is asked; the
+// returned resume gives the call its whole timeout again.
+func (c *conn) pause() (resume func()) {
+	c.mu.Lock()
+	ct := c.timer
+	c.mu.Unlock()
+	if ct == nil || !ct.t.Stop() {
+		return func() {}
+	}
+	return func() { ct.t.Reset(ct.d) }
 }
 
 // connect starts or reaches srv and completes the handshake within its
@@ -48,7 +90,7 @@ func (s *Session) connect(ctx context.Context, srv *server) (*conn, error) {
 	c := &conn{srv: srv}
 	client := sdk.NewClient(&sdk.Implementation{Name: "baton", Version: "1"}, &sdk.ClientOptions{
 		Logger:             s.m.log.With("server", srv.cfg.Name),
-		ElicitationHandler: s.elicitHandler(srv),
+		ElicitationHandler: s.elicitHandler(srv, c),
 		// Roots are a workspace's business, not the server's: none.
 		Capabilities: &sdk.ClientCapabilities{},
 	})

@@ -379,7 +379,7 @@ func TestManyToolsSearch(t *testing.T) {
 		t.Fatalf("offered %v, want only %s", got, SearchTool)
 	}
 	search, _ := w.s.Lookup(SearchTool)
-	if d := search.Description(nil); !strings.Contains(d, "There are 109") || !strings.Contains(d, "lots") {
+	if d := search.Description(nil); !strings.Contains(d, "There are 110") || !strings.Contains(d, "lots") {
 		t.Errorf("description: %s", d)
 	}
 	r := w.call(SearchTool, `{"query":"echo text"}`)

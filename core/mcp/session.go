@@ -181,9 +181,10 @@ func (s *Session) event(kind, detail string) {
 
 // elicitHandler answers srv's elicitation requests through the scope's
 // Elicit: the question goes to the person behind the job, the answer
-// back as the form's one field. Without Elicit, and for forms Baton cannot
-// put as one question, the request is declined.
-func (s *Session) elicitHandler(srv *server) func(context.Context, *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
+// back as the form's one field, the call's timeout paused meanwhile.
+// Without Elicit, and for forms Baton cannot put as one question, the
+// request is declined.
+func (s *Session) elicitHandler(srv *server, c *conn) func(context.Context, *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
 	return func(ctx context.Context, req *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
 		if s.scope.Elicit == nil || req.Params == nil || req.Params.Mode == "url" {
 			return &sdk.ElicitResult{Action: "decline"}, nil
@@ -194,6 +195,10 @@ func (s *Session) elicitHandler(srv *server) func(context.Context, *sdk.ElicitRe
 		}
 		question := srv.redact.redact(req.Params.Message)
 		s.event("mcp_elicit", fmt.Sprintf("server=%s: %s", srv.cfg.Name, clip(oneLine(question), 300)))
+		// The person's time is not the server's: the call's timeout
+		// waits.
+		resume := c.pause()
+		defer resume()
 		answer, ok, err := s.scope.Elicit(ctx, srv.cfg.Name, question)
 		if err != nil {
 			return nil, err

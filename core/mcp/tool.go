@@ -105,15 +105,16 @@ func (t *Tool) call(ctx context.Context, env *tools.Env, args json.RawMessage) (
 		}
 		return fail(OutcomeUnavailable, "tools.mcp.err.unavailable", "err", err.Error())
 	}
-	cctx, cancel := context.WithTimeout(ctx, t.srv.cfg.CallTimeout)
-	defer cancel()
+	cctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	defer c.startCall(t.srv.cfg.CallTimeout, cancel)()
 	r, err := c.cs.CallTool(cctx, &sdk.CallToolParams{Name: t.def.remote, Arguments: args})
 	switch {
 	case err == nil:
 	case ctx.Err() != nil:
 		t.s.drop(c)
 		return fail(OutcomeUnavailable, "tools.err.cancelled")
-	case cctx.Err() != nil:
+	case errors.Is(context.Cause(cctx), errCallTimeout):
 		// A server that did not answer in time may never: it is stopped,
 		// and the next call starts it again.
 		t.s.drop(c)

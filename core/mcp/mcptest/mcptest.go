@@ -289,19 +289,21 @@ func NewServer(o Options, w Writes) *mcp.Server {
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "elicit", Description: "Ask the user a question and return the answer.", Annotations: ro},
 		func(ctx context.Context, req *mcp.CallToolRequest, in elicitIn) (*mcp.CallToolResult, any, error) {
-			res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{
-				Message: in.Question,
-				RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{
-					"answer": map[string]any{"type": "string"},
-				}, "required": []string{"answer"}},
-			})
-			if err != nil {
-				return nil, nil, err
+			// The multi-round-trip form (SEP-2322): the SDK turns it into
+			// an elicitation request for clients of older protocols.
+			answer, ok := req.Params.InputResponses["answer"].(*mcp.ElicitResult)
+			if !ok {
+				return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"answer": &mcp.ElicitParams{
+					Message: in.Question,
+					RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{
+						"answer": map[string]any{"type": "string"},
+					}, "required": []string{"answer"}},
+				}}}, nil, nil
 			}
-			if res.Action != "accept" {
-				return text("the user chose " + res.Action), nil, nil
+			if answer.Action != "accept" {
+				return text("the user chose " + answer.Action), nil, nil
 			}
-			return text(fmt.Sprintf("the user answered: %v", res.Content["answer"])), nil, nil
+			return text(fmt.Sprintf("the user answered: %v", answer.Content["answer"])), nil, nil
 		})
 	if o.BadSchema {
 		s.AddTool(&mcp.Tool{Name: "bad.schema/v1", Description: "A tool whose schema needs adapting.", Annotations: ro,
