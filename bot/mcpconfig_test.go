@@ -61,6 +61,15 @@ func TestMCPConfigLoads(t *testing.T) {
 			t.Errorf("baton config shows %s:\n%s", secret, out)
 		}
 	}
+	// The printout is a configuration: the servers decode back, their
+	// secrets redacted.
+	back := DefaultConfig()
+	if err := decodeConfig(out, "printed", &back, nil); err != nil {
+		t.Fatalf("the printout does not decode: %v\n%s", err, out)
+	}
+	if got := back.MCP.Servers["tracker"]; got.URL != "https://mcp.example.com/mcp" || got.CallTimeout != 30*time.Second || got.Headers["Authorization"] != redacted {
+		t.Errorf("tracker printed back as %+v\n%s", got, out)
+	}
 }
 
 // TestMCPConfigRefused: what cannot be a server stops Baton, naming the
