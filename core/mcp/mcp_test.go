@@ -458,3 +458,25 @@ func TestToolName(t *testing.T) {
 		t.Errorf("a plain name is changed: %s", got)
 	}
 }
+
+// TestProtocolError: a call the server answers with a JSON-RPC error (a
+// tool it no longer has, say) is a tool error, and the connection stays.
+func TestProtocolError(t *testing.T) {
+	w := newWorld(t, Config{Servers: []ServerConfig{stdio(t, "s", mcptest.Options{})}}, Scope{})
+	if r := w.call("mcp__s__echo", `{"text":"a"}`); r.Text != "echo: a" {
+		t.Fatalf("echo = %+v", r)
+	}
+	c := w.s.conns["s"]
+	gone := &Tool{s: w.s, srv: w.s.servers[0], def: toolDef{server: "s", remote: "vanished", name: "mcp__s__vanished"}}
+	r := tools.Safe(context.Background(), gone, w.env, json.RawMessage(`{}`))
+	if !r.IsError || !strings.Contains(r.Text, "refused the call of vanished") {
+		t.Errorf("call of a tool the server lacks = %+v", r)
+	}
+	if !strings.Contains(w.ev.all(), "outcome=protocol_error") {
+		t.Errorf("events:\n%s", w.ev.all())
+	}
+	w.call("mcp__s__echo", `{"text":"b"}`)
+	if w.s.conns["s"] != c || !c.alive() {
+		t.Error("the connection was dropped after a protocol error")
+	}
+}

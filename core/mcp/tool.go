@@ -119,17 +119,25 @@ func (t *Tool) call(ctx context.Context, env *tools.Env, args json.RawMessage) (
 		// and the next call starts it again.
 		t.s.drop(c)
 		return fail(OutcomeTimeout, "tools.mcp.err.timeout", "timeout", t.srv.cfg.CallTimeout.String())
+	case isWire(err) && c.alive():
+		// The server answered the call with an error: the connection is
+		// fine.
+		var we *jsonrpc.Error
+		errors.As(err, &we)
+		return fail(OutcomeProtocol, "tools.mcp.err.protocol", "err", we.Message)
 	case !c.alive() || errors.Is(err, sdk.ErrConnectionClosed) || isTransport(err):
 		t.s.drop(c)
 		return fail(OutcomeUnavailable, "tools.mcp.err.stopped", "err", c.explain(err).Error())
 	default:
-		var we *jsonrpc.Error
-		if errors.As(err, &we) {
-			return fail(OutcomeProtocol, "tools.mcp.err.protocol", "err", we.Message)
-		}
 		return fail(OutcomeProtocol, "tools.mcp.err.protocol", "err", err.Error())
 	}
 	return t.result(env, r)
+}
+
+// isWire reports an error the server answered with.
+func isWire(err error) bool {
+	var we *jsonrpc.Error
+	return errors.As(err, &we)
 }
 
 // isTransport reports an error of the connection rather than of the call.
