@@ -53,6 +53,7 @@ type Config struct {
 	Discord    DiscordConfig    `yaml:"discord"`
 	Access     AccessConfig     `yaml:"access"`
 	Approvals  ApprovalsConfig  `yaml:"approvals"`
+	MCP        MCPConfig        `yaml:"mcp"`
 }
 
 // LLMConfig is the OpenAI-compatible endpoint and its limits.
@@ -378,6 +379,7 @@ func DefaultConfig() Config {
 			Approvers: []string{},
 			Rules:     []ApprovalRule{},
 		},
+		MCP: MCPConfig{MaxTools: 40, Servers: map[string]MCPServer{}},
 	}
 }
 
@@ -456,6 +458,12 @@ func loadConfig(path string, env func(string) string) (Config, Origins, error) {
 	if err := applyEnv(&cfg, env, origins); err != nil {
 		return Config{}, nil, err
 	}
+	if errs := cfg.MCP.expand(env); len(errs) > 0 {
+		for _, e := range errs {
+			e.File = path
+		}
+		return Config{}, nil, joinConfigErrors(errs)
+	}
 	cfg.resolvePaths(wd, fileDir, origins)
 	return cfg, origins, nil
 }
@@ -511,7 +519,7 @@ func decodeConfig(data []byte, file string, cfg *Config, origins Origins) error 
 		})
 	}
 	// What only the file sets is checked here, where its lines are known.
-	errs := cfg.Approvals.problems()
+	errs := append(cfg.Approvals.problems(), cfg.MCP.problems()...)
 	for _, e := range errs {
 		e.File, e.Line = file, lines.of(e.Key)
 	}
@@ -570,6 +578,16 @@ func checkKeys(n *yaml.Node, t reflect.Type, prefix, file string, lines keyLines
 		case f.Type.Kind() == reflect.Struct:
 			if err := checkKeys(v, f.Type, name+".", file, lines); err != nil {
 				return err
+			}
+		case f.Type.Kind() == reflect.Map && f.Type.Elem().Kind() == reflect.Struct && v.Kind == yaml.MappingNode:
+			// A map of sections (mcp.servers.<name>): each value is
+			// checked as its struct, named by its key.
+			for j := 0; j+1 < len(v.Content); j += 2 {
+				at := name + "." + v.Content[j].Value
+				lines.byKey[at] = v.Content[j].Line
+				if err := checkKeys(v.Content[j+1], f.Type.Elem(), at+".", file, lines); err != nil {
+					return err
+				}
 			}
 		case f.Type.Kind() == reflect.Slice && v.Kind == yaml.SequenceNode:
 			for j, item := range v.Content {
@@ -651,6 +669,10 @@ func lineError(file, msg string, keys map[int]string) *ConfigError {
 func wantOf(key string) string {
 	t := reflect.TypeOf(Config{})
 	for part := range strings.SplitSeq(key, ".") {
+		if t.Kind() == reflect.Map {
+			t = t.Elem() // part names an entry (mcp.servers.<name>)
+			continue
+		}
 		if t.Kind() != reflect.Struct {
 			return ""
 		}
@@ -1060,7 +1082,7 @@ func (c Config) Validate() error {
 	v.oneOf("access.answer_by", c.Access.AnswerBy, "participants", "owner")
 
 	v.duration("approvals.timeout", c.Approvals.Timeout)
-	for _, e := range c.Approvals.problems() {
+	for _, e := range append(c.Approvals.problems(), c.MCP.problems()...) {
 		v.errs = append(v.errs, e)
 	}
 

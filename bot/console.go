@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -235,6 +236,15 @@ func (o observers) Observe(ctx context.Context, s engine.Status) {
 }
 
 func (o observers) Step(ctx context.Context, s engine.Step) { o.steps.Step(ctx, s) }
+
+// Question passes an MCP server's question to the status observer when it
+// can put one in the thread.
+func (o observers) Question(ctx context.Context, taskID int64, text string) error {
+	if q, ok := o.status.(engine.Questioner); ok {
+		return q.Question(ctx, taskID, text)
+	}
+	return errors.New("this job's thread takes no questions")
+}
 
 // lineWriter writes what it is given, line by line, through show (the
 // console's screen), so that a verbose log keeps the prompt at the bottom.

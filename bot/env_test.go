@@ -51,9 +51,9 @@ func TestEnvEveryScalarKey(t *testing.T) {
 	n := 0
 	eachKey(reflect.ValueOf(&defaults).Elem(), "", func(key string, v reflect.Value) {
 		vars := envVars(key)
-		if v.Kind() == reflect.Slice {
+		if v.Kind() == reflect.Slice || v.Kind() == reflect.Map {
 			if vars != nil {
-				t.Errorf("list %s has variables %v; lists are file-only", key, vars)
+				t.Errorf("list or map %s has variables %v; they are file-only", key, vars)
 			}
 			return
 		}

@@ -22,6 +22,7 @@ var examples = map[string][]string{
 	"tasks":      {"baton tasks list --state waiting_human", "baton tasks show 3", "baton tasks logs 3 --job 7"},
 	"pieces":     {"baton pieces list", "baton pieces validate configs/pieces/review.yaml"},
 	"migrate":    {"baton migrate --config baton.yaml"},
+	"mcp":        {"baton mcp list --config baton.yaml"},
 	"store":      {`baton store copy --from sqlite:./data/baton.db --to "$DATABASE_URL"`},
 	"init":       {"baton init", "baton init --non-interactive --provider ollama --model llama3.1 --slack socket"},
 	"doctor":     {"baton doctor --config baton.yaml", "baton doctor --json | jq '.checks[] | select(.status == \"fail\")'"},

@@ -174,6 +174,7 @@ func init() {
 		{"doctor", "[--config FILE] [--json]", "check the setup: config, data_dir, store, queue, model, sandbox, Slack, Discord; one line each, with what to change", (*Main).doctor},
 		{"tasks", "list [--state S] [--limit N] [--json] | show N [--json] | logs N [--job J] [--json]", "list the tasks, show one with its comments and jobs, or a job's movement logs and tool calls", (*Main).tasks},
 		{"pieces", "validate [--config FILE] [FILES] | list [--config FILE]", "check piece files, or list the pieces", (*Main).pieces},
+		{"mcp", "list [--config FILE]", "start each configured MCP server, list its tools (allowed, needs approval, denied, disabled) and say what failed", (*Main).mcpCommand},
 		{"migrate", "[--config FILE]", "apply the database migrations", (*Main).migrate},
 		{"store", "copy --from sqlite:PATH --to postgres://…", "copy a SQLite store into an empty PostgreSQL database (the move to PostgreSQL)", (*Main).store},
 		{"config", "[--config FILE]", "print the effective configuration, secrets redacted, with where each value came from", (*Main).showConfig},

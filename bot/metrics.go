@@ -13,6 +13,7 @@ import (
 	"github.com/baton-bot/baton/core"
 	"github.com/baton-bot/baton/core/engine"
 	"github.com/baton-bot/baton/core/llm"
+	"github.com/baton-bot/baton/core/mcp"
 	"github.com/baton-bot/baton/core/worker"
 )
 
@@ -34,10 +35,14 @@ type metrics struct {
 
 	tokenError  *prometheus.HistogramVec
 	tokenFactor *prometheus.GaugeVec
+
+	mcpCalls   *prometheus.CounterVec
+	mcpLatency *prometheus.HistogramVec
 }
 
 var (
 	_ engine.Meter         = (*metrics)(nil)
+	_ mcp.Meter            = (*metrics)(nil)
 	_ worker.PoolMeter     = (*metrics)(nil)
 	_ worker.ExecutorMeter = (*metrics)(nil)
 )
@@ -68,7 +73,9 @@ func newMetrics() *metrics {
 	m.jobDurations = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "baton_job_run_seconds", Help: "Job runs by how their lease was settled (ack, nack, park, requeue, drop).", Buckets: prometheus.ExponentialBuckets(0.01, 4, 10)}, []string{"action"})
 	m.tokenError = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "baton_token_estimate_ratio", Help: "Prompt tokens the LLM reported divided by the offline tokenizer's count of the same request, by model (1 is exact).", Buckets: []float64{0.5, 0.7, 0.8, 0.9, 0.95, 1, 1.05, 1.1, 1.2, 1.3, 1.5, 2}}, []string{"model"})
 	m.tokenFactor = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "baton_token_correction_factor", Help: "Correction factor applied to the offline tokenizer's counts, learned per model."}, []string{"model"})
-	m.reg.MustRegister(m.tokenError, m.tokenFactor)
+	m.mcpCalls = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_mcp_calls_total", Help: "MCP tool calls by server and outcome (ok, tool_error, protocol_error, timeout, unavailable)."}, []string{"server", "outcome"})
+	m.mcpLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "baton_mcp_call_seconds", Help: "MCP tool call time by server.", Buckets: prometheus.ExponentialBuckets(0.005, 4, 9)}, []string{"server"})
+	m.reg.MustRegister(m.tokenError, m.tokenFactor, m.mcpCalls, m.mcpLatency)
 	m.reg.MustRegister(m.llmLatency, m.llmTokens, m.llmErrors, m.toolCalls, m.toolErrors, m.toolLatency, m.levels, m.movements,
 		m.claimLatency, m.jobDurations, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -119,6 +126,12 @@ func (m *metrics) ToolCall(tool string, took time.Duration, failed bool) {
 	if failed {
 		m.toolErrors.WithLabelValues(tool).Inc()
 	}
+}
+
+// MCPCall implements mcp.Meter.
+func (m *metrics) MCPCall(server, outcome string, took time.Duration) {
+	m.mcpCalls.WithLabelValues(server, outcome).Inc()
+	m.mcpLatency.WithLabelValues(server).Observe(took.Seconds())
 }
 
 func (m *metrics) ContextLevel(level string) { m.levels.WithLabelValues(level).Inc() }

@@ -13,6 +13,7 @@ import (
 	"github.com/baton-bot/baton/core/docparse"
 	"github.com/baton-bot/baton/core/llmtest"
 
+	"github.com/baton-bot/baton/core/mcp/mcptest"
 	"github.com/baton-bot/baton/core/sandbox/sandboxtest"
 )
 
@@ -22,6 +23,9 @@ import (
 // parse a document, so the hidden subcommand is tested without building
 // baton.
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == mcptest.Subcommand {
+		os.Exit(mcptest.Serve(os.Args[2:])) // the MCP test server (baton mcp list)
+	}
 	if len(os.Args) > 1 && os.Args[1] == docparse.Subcommand {
 		bm := NewMain()
 		os.Exit(bm.Report(bm.Run(context.Background(), os.Args[1:])))

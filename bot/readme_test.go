@@ -83,7 +83,7 @@ func exampleLeaves(n *yaml.Node, prefix string, out *[]referenceRow) {
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		name := prefix + k.Value
-		if v.Kind == yaml.MappingNode {
+		if v.Kind == yaml.MappingNode && len(v.Content) > 0 {
 			exampleLeaves(v, name+".", out)
 			continue
 		}
@@ -91,6 +91,8 @@ func exampleLeaves(n *yaml.Node, prefix string, out *[]referenceRow) {
 		switch {
 		case v.Kind == yaml.SequenceNode && len(v.Content) == 0:
 			value = "[]"
+		case v.Kind == yaml.MappingNode:
+			value = "{}"
 		case value == "":
 			value = `""`
 		}

@@ -24,6 +24,7 @@ import (
 	"github.com/baton-bot/baton/core/docparse"
 	"github.com/baton-bot/baton/core/engine"
 	"github.com/baton-bot/baton/core/llm"
+	"github.com/baton-bot/baton/core/mcp"
 	"github.com/baton-bot/baton/core/outbox"
 	"github.com/baton-bot/baton/core/piece"
 	"github.com/baton-bot/baton/core/policy"
@@ -56,6 +57,7 @@ type system struct {
 	pieces   *piece.Library
 	sandbox  *sandbox.Sandbox // of Bash and git, probed at start
 	gate     *policy.Policy   // the approvals policy the engine consults before each tool call
+	mcp      *mcp.Manager     // the MCP servers; nil when none is configured
 	engine   *engine.Engine
 	pool     *worker.Pool
 	dispatch worker.Dispatch
@@ -420,6 +422,10 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger, opts systemOpt
 	if _, ok := sys.pieces.Lookup(cfg.DefaultPiece); !ok {
 		return nil, &ConfigError{Key: "default_piece", Msg: fmt.Sprintf("no piece named %q (pieces: %v)", cfg.DefaultPiece, sys.pieces.Names())}
 	}
+	if errs := cfg.MCP.pieceProblems(func(name string) bool { _, ok := sys.pieces.Lookup(name); return ok }); len(errs) > 0 {
+		return nil, joinConfigErrors(errs)
+	}
+	sys.mcp = mcpManager(cfg, sys.metrics, log)
 	model, err := llm.New(llm.Config{
 		BaseURL: cfg.LLM.BaseURL, APIKey: cfg.LLM.APIKey.Reveal(), Model: cfg.LLM.Model,
 		Timeout: cfg.LLM.RequestTimeout, MaxRetries: cfg.LLM.MaxRetries, Logger: log,
@@ -457,7 +463,7 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger, opts systemOpt
 	var notifier worker.Notifier
 	if opts.converse || opts.decide {
 		sys.chat = chat.NewService(sys.store, sys.queue, chat.Config{
-			DefaultPiece: cfg.DefaultPiece, Pieces: sys.pieces, Locale: cfg.Locale, MaxFileBytes: cfg.Files.MaxBytes,
+			DefaultPiece: cfg.DefaultPiece, Pieces: sys.pieces, MCP: sys.chatMCP(), Locale: cfg.Locale, MaxFileBytes: cfg.Files.MaxBytes,
 			Access: chatAccess(cfg), Kick: sys.kick, Logger: log,
 		})
 		if opts.converse {
@@ -485,6 +491,7 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger, opts systemOpt
 		WorkspaceRoot: workspaceRoot(cfg), MaxWorkspaceBytes: cfg.Workspaces.MaxBytes,
 		Floor: sys.floor, Gate: sys.gate, ApprovalTimeout: cfg.Approvals.Timeout,
 		Sandbox: sb, Observer: observer, Meter: sys.metrics, Logger: log,
+		Externals: sys.externals(),
 	})
 	if err != nil {
 		return nil, err

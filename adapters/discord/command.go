@@ -42,13 +42,14 @@ func commands() []*discordgo.ApplicationCommand {
 	}
 	return []*discordgo.ApplicationCommand{{
 		Name:        commandName,
-		Description: "Baton's tasks: status, abort, retry, list, policy, help",
+		Description: "Baton's tasks: status, abort, retry, list, policy, mcp, help",
 		Options: []*discordgo.ApplicationCommandOption{
 			sub("status", "Show a task's job: piece, movement, tokens, time", task),
 			sub("abort", "Stop a task's running job", task),
 			sub("retry", "Run a task's failed or aborted job again from where it stopped", task),
 			sub("list", "List your active tasks (admins: everyone's)", nil),
 			sub("policy", "List this channel's always-allow rules, or revoke one (admins)", revoke),
+			sub("mcp", "List the MCP servers this channel's tasks may use", nil),
 			sub("help", "How to use Baton", nil),
 		},
 	}}

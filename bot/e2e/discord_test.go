@@ -165,7 +165,7 @@ func TestDiscordMentionToAnswer(t *testing.T) {
 	if len(intents) != 1 || intents[0] != int(discord.Intents) || intents[0]&int(discordgo.IntentMessageContent) == 0 {
 		t.Errorf("identify intents = %v, want %d with Message Content", intents, discord.Intents)
 	}
-	if diff := cmp.Diff([]string{"guild 100 /baton status abort retry list policy help"}, commands); diff != "" {
+	if diff := cmp.Diff([]string{"guild 100 /baton status abort retry list policy mcp help"}, commands); diff != "" {
 		t.Errorf("commands (-want +got):\n%s", diff)
 	}
 

@@ -7,6 +7,7 @@ package e2e_test
 
 import (
 	"context"
+	"log/slog"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/baton-bot/baton/core/engine"
 	"github.com/baton-bot/baton/core/llm"
 	"github.com/baton-bot/baton/core/llmtest"
+	"github.com/baton-bot/baton/core/mcp"
 	"github.com/baton-bot/baton/core/piece"
 	"github.com/baton-bot/baton/core/policy"
 	"github.com/baton-bot/baton/core/sandbox"
@@ -56,6 +58,19 @@ type stackOptions struct {
 	// Dir, when set, holds the store and the workspaces, so that a second
 	// stack over the same Dir is the same Baton after a restart.
 	Dir string
+	// MCP are the MCP servers whose tools the jobs get; MCPMaxTools is
+	// mcp.max_tools (40).
+	MCP         []mcp.ServerConfig
+	MCPMaxTools int
+	// Logger, when set, is the engine's and the MCP servers' log.
+	Logger *slog.Logger
+}
+
+// stackExternals gives the engine the MCP servers' tools, as bot does.
+type stackExternals struct{ m *mcp.Manager }
+
+func (x stackExternals) Open(_ context.Context, s engine.ExternalScope) engine.ExternalTools {
+	return x.m.Open(mcp.Scope{Channel: s.Channel, Piece: s.Piece, Dir: s.Dir, Event: s.Event, Elicit: s.Ask})
 }
 
 // startStack builds and runs the stack for t.
@@ -99,8 +114,12 @@ func startStack(t testing.TB, opts stackOptions) *system {
 	q := queue.NewMemory(queue.Options{Lease: 5 * time.Second})
 	stops = append(stops, func() { q.Close() })
 	svc := chat.NewService(st, q, chat.Config{DefaultPiece: "chat", Pieces: lib, Access: opts.Access, MaxFileBytes: opts.MaxFileBytes})
-	eng, err := engine.New(client, st, lib, box, tokens.Default(), engine.Config{Model: "m", ContextWindow: 100000, Observer: svc,
-		Gate: policy.New(opts.Rules, st), ApprovalTimeout: opts.ApprovalTimeout})
+	ecfg := engine.Config{Model: "m", ContextWindow: 100000, Observer: svc,
+		Gate: policy.New(opts.Rules, st), ApprovalTimeout: opts.ApprovalTimeout, Logger: opts.Logger}
+	if len(opts.MCP) > 0 {
+		ecfg.Externals = stackExternals{m: mcp.New(mcp.Config{Servers: opts.MCP, MaxTools: opts.MCPMaxTools, Logger: opts.Logger})}
+	}
+	eng, err := engine.New(client, st, lib, box, tokens.Default(), ecfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -150,6 +150,7 @@ func TestKeysUsedInCodeExist(t *testing.T) {
 	}
 	rules := []rule{
 		{"../tools", true, nil},
+		{"../mcp", true, nil},
 		{"../engine", true, map[string]string{"msg": "engine.", "fill": "engine."}},
 		{"../chat", true, map[string]string{"say": "chat.", "Say": "chat."}},
 		{"../../adapters", false, map[string]string{"Say": "chat."}},

@@ -92,6 +92,8 @@ func (s *Service) command(ctx context.Context, c Command, task core.Task) (Reply
 		return s.policyCommand(ctx, c)
 	case "list":
 		return s.list(ctx, c.Author)
+	case "mcp":
+		return Reply{Text: s.mcpServers(c.Channel)}, nil
 	case "new":
 		if !c.Direct {
 			return Reply{Text: s.say("new_only_dm")}, nil
@@ -105,6 +107,30 @@ func (s *Service) command(ctx context.Context, c Command, task core.Task) (Reply
 	default:
 		return Reply{Text: s.say("unknown_command", "name", c.Name) + "\n\n" + s.help()}, nil
 	}
+}
+
+// mcpServers describes the MCP servers the jobs of channel may use.
+func (s *Service) mcpServers(channel string) string {
+	var servers []MCPServer
+	if s.cfg.MCP != nil {
+		servers = s.cfg.MCP.ForChannel(channel)
+	}
+	if len(servers) == 0 {
+		return s.say("mcp_none")
+	}
+	lines := []string{s.say("mcp_header")}
+	for _, srv := range servers {
+		pieces := s.say("mcp_all_pieces")
+		if len(srv.Pieces) > 0 {
+			pieces = s.say("mcp_pieces", "pieces", strings.Join(srv.Pieces, ", "))
+		}
+		tools := s.say("mcp_not_listed")
+		if srv.Listed {
+			tools = s.say("mcp_tools", "n", strconv.Itoa(srv.Tools))
+		}
+		lines = append(lines, s.say("mcp_line", "server", srv.Name, "pieces", pieces, "tools", tools))
+	}
+	return strings.Join(lines, "\n")
 }
 
 func (s *Service) help() string {

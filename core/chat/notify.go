@@ -321,3 +321,15 @@ func (s *Service) Observe(ctx context.Context, st engine.Status) {
 	}
 	s.cfg.Kick()
 }
+
+var _ engine.Questioner = (*Service)(nil)
+
+// Question implements engine.Questioner: text is posted in the task's
+// thread, and the reply comes back as a message in it.
+func (s *Service) Question(ctx context.Context, taskID int64, text string) error {
+	if err := s.store.AddOutbox(ctx, core.OutboxMessage{TaskID: taskID, Kind: core.OutboxPost, Payload: Payload{Text: text}.Encode()}); err != nil {
+		return fmt.Errorf("post a question in task %d: %w", taskID, err)
+	}
+	s.cfg.Kick()
+	return nil
+}

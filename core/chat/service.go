@@ -42,12 +42,31 @@ type Access struct {
 	Approvers []string
 }
 
+// MCPServer is an MCP server a channel's jobs may use, for `/baton mcp`.
+type MCPServer struct {
+	Name   string
+	Pieces []string // the pieces it is bound to; empty: every piece
+	// Tools is how many tools of it jobs are offered, when a job has
+	// listed them (Listed).
+	Tools  int
+	Listed bool
+}
+
+// MCPServers tells which MCP servers a channel's jobs may use.
+type MCPServers interface {
+	// ForChannel returns the servers bound to the platform-qualified
+	// channel, in the configuration's order.
+	ForChannel(channel string) []MCPServer
+}
+
 // Config configures a Service.
 type Config struct {
 	DefaultPiece string
 	Pieces       Pieces
-	Access       Access
-	Locale       string
+	// MCP answers `/baton mcp` and `!mcp`; nil: no server is configured.
+	MCP    MCPServers
+	Access Access
+	Locale string
 	// MaxTextBytes caps a stored message (100,000 bytes by default); a
 	// longer one is cut, with a note.
 	MaxTextBytes int

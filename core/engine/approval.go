@@ -54,6 +54,9 @@ type checkpoint struct {
 	Calls       []llm.ToolCall `json:"calls"`
 	Images      []llm.Part     `json:"images,omitempty"`
 	Seen        int64          `json:"seen"`
+	// Loaded are the external tools the movement loaded (mcp_search), to
+	// offer again when it resumes.
+	Loaded []string `json:"loaded,omitempty"`
 }
 
 type metaJSON struct {
@@ -70,8 +73,12 @@ func (m *movement) gate(ctx context.Context, call llm.ToolCall) policy.Decision 
 	if e.cfg.Gate == nil {
 		return policy.Decision{Action: policy.Allow}
 	}
+	kind := policy.Builtin
+	if k, ok := m.tools[call.Name].(policy.Kinded); ok {
+		kind = k.PolicyKind()
+	}
 	d, err := e.cfg.Gate.Decide(ctx, policy.Request{
-		Kind: policy.Builtin, Tool: call.Name, Subject: policy.Subject(call.Name, call.Arguments),
+		Kind: kind, Tool: call.Name, Subject: policy.Subject(call.Name, call.Arguments),
 		Channel: pr.channel(ctx), Piece: pr.piece.Name, Requester: pr.task.OwnerUser,
 	})
 	if err != nil {
@@ -115,6 +122,7 @@ func (m *movement) parkAt(ctx context.Context, call llm.ToolCall, rest []llm.Too
 		Movement: m.mv.Name, Msgs: m.msgs, Record: m.record, Results: m.results, Compactions: m.compactions,
 		CompactOff: m.compactOff, Called: m.called, Iter: m.iter, TextOnly: m.textOnly, Invalid: m.invalid,
 		LastText: m.lastText, Calls: append([]llm.ToolCall{call}, rest...), Images: m.images, Seen: pr.seen,
+		Loaded: m.loaded,
 	}
 	for _, md := range m.meta {
 		cp.Meta = append(cp.Meta, metaJSON{Kind: md.kind, Masked: md.masked, Seq: md.seq})
@@ -145,7 +153,10 @@ const waitApproval = "\x00approval"
 // resumeMovement runs mv on from the checkpoint it parked at, with the
 // decision taken on its pending call.
 func (pr *pieceRun) resumeMovement(ctx context.Context, mv *piece.Movement, cp checkpoint, a core.Approval) (outcome, error) {
-	m := pr.newMovement(mv)
+	m := pr.newMovement(ctx, mv)
+	for _, name := range cp.Loaded {
+		m.load(name)
+	}
 	m.msgs, m.record = cp.Msgs, cp.Record
 	for _, md := range cp.Meta {
 		m.meta = append(m.meta, msgMeta{kind: md.Kind, masked: md.Masked, seq: md.Seq})

@@ -199,6 +199,51 @@ type Gate interface {
 	Decide(ctx context.Context, q policy.Request) (policy.Decision, error)
 }
 
+// Externals opens, for each run of a job, the tools of servers outside
+// Baton that the job may use (the operator's MCP servers: core/mcp). The
+// engine closes what it opened when the run ends, whether the job
+// finished, failed, or parked for a person or its subtasks.
+// Implementations are safe for concurrent use.
+type Externals interface {
+	Open(ctx context.Context, s ExternalScope) ExternalTools
+}
+
+// ExternalScope is the run external tools are opened for.
+type ExternalScope struct {
+	JobID, TaskID int64
+	// Channel is the platform-qualified channel its calls are judged in
+	// (a subtask's parent's); Piece the job's piece.
+	Channel, Piece string
+	// Dir is the task's workspace.
+	Dir string
+	// Event records a job event in the movement running.
+	Event func(kind, detail string)
+	// Ask puts a server's question to the people of the task's thread
+	// and waits for the first reply (ok false: nobody could be asked, or
+	// nobody answered within the approvals timeout).
+	Ask func(ctx context.Context, server, question string) (answer string, ok bool, err error)
+}
+
+// Questioner is an Observer that can put a question in a running job's
+// thread (an MCP server's elicitation, asked in the middle of a call);
+// the engine finds it by type assertion on Config.Observer. The reply
+// arrives as a comment of the task, as any message in the thread does.
+type Questioner interface {
+	Question(ctx context.Context, taskID int64, text string) error
+}
+
+// ExternalTools are a run's external tools. Offer returns those to offer
+// in every movement (it may reach the servers the first time, within their
+// own timeouts); Lookup finds any the run may call by the model's name for
+// it, offered or loaded later (tools.Result.Load); Close ends what the run
+// started. The tools' calls follow the tools.Tool contract, and the policy
+// is asked about them with the kind they report (policy.Kinded).
+type ExternalTools interface {
+	Offer(ctx context.Context) []tools.Tool
+	Lookup(name string) (tools.Tool, bool)
+	Close() error
+}
+
 // Config configures an Engine. Zero fields take the defaults noted.
 type Config struct {
 	Locale              string         // "en" or "ja" ("en")
@@ -227,6 +272,9 @@ type Config struct {
 	// Gate decides on each tool call before it runs (the approvals
 	// policy, policy.Policy); nil allows every call.
 	Gate Gate
+	// Externals adds the tools of the operator's MCP servers to every
+	// movement of a job; nil: none.
+	Externals Externals
 	// ApprovalTimeout is how long an approval waits for a decision before
 	// it is denied (1h).
 	ApprovalTimeout time.Duration
@@ -314,6 +362,19 @@ func (e *Engine) Run(ctx context.Context, r *worker.Run) (core.Finish, error) {
 		return core.Finish{}, err
 	}
 	defer run.ws.Close()
+	if e.cfg.Externals != nil {
+		run.ext = e.cfg.Externals.Open(ctx, ExternalScope{
+			JobID: j.ID, TaskID: run.task.ID, Channel: run.channel(ctx), Piece: p.Name, Dir: run.ws.Root(),
+			Event: func(kind, detail string) { _ = run.event(ctx, kind, run.currentMovement(), detail) },
+			Ask:   run.askThread,
+		})
+		// Before the workspace closes: a stdio server runs in it.
+		defer func() {
+			if err := run.ext.Close(); err != nil {
+				run.log.Warn("closing the run's MCP servers failed", "err", err)
+			}
+		}()
+	}
 	defer run.step(ctx, Step{Kind: StepDone})
 	fin, err := run.run(ctx)
 	fin.SeenCommentID = run.seen

@@ -31,9 +31,12 @@ type movement struct {
 	next  []string // allowed next steps for this job
 	tools map[string]tools.Tool
 	defs  []llm.ToolDef
-	msgs  []llm.Message
-	meta  []msgMeta // parallel to msgs
-	meter *meter
+	// loaded are the external tools loaded during the movement
+	// (tools.Result.Load), in order, for its checkpoint.
+	loaded []string
+	msgs   []llm.Message
+	meta   []msgMeta // parallel to msgs
+	meter  *meter
 	// record is every message of the movement in order, as it was first
 	// added: masking and compaction change msgs, never record. It is what
 	// the movement log holds.
@@ -55,7 +58,7 @@ type movement struct {
 // chosen or forced. prompts renders them; shrink > 0 asks for them with the
 // enriched instruction's parts cut shorter (see fit).
 func (pr *pieceRun) runMovement(ctx context.Context, mv *piece.Movement, prompts func(shrink int) (system, user string, err error)) (outcome, error) {
-	m := pr.newMovement(mv)
+	m := pr.newMovement(ctx, mv)
 	system, user, err := prompts(0)
 	if err != nil {
 		return outcome{}, err
@@ -70,9 +73,9 @@ func (pr *pieceRun) runMovement(ctx context.Context, mv *piece.Movement, prompts
 	return m.loop(ctx)
 }
 
-// newMovement returns mv ready to run: its tools, their definitions and
-// its meter.
-func (pr *pieceRun) newMovement(mv *piece.Movement) *movement {
+// newMovement returns mv ready to run: its tools (the piece's, then the
+// run's external tools), their definitions and its meter.
+func (pr *pieceRun) newMovement(ctx context.Context, mv *piece.Movement) *movement {
 	m := &movement{pr: pr, mv: mv, tools: map[string]tools.Tool{}}
 	for _, n := range mv.Next {
 		// A subtask's job cannot wait for subtasks of its own.
@@ -93,6 +96,15 @@ func (pr *pieceRun) newMovement(mv *piece.Movement) *movement {
 		}
 		m.tools[name] = t
 		m.defs = append(m.defs, llm.ToolDef{Name: t.Name(), Description: t.Description(pr.e.text.cat), Parameters: t.Schema(pr.e.text.cat)})
+	}
+	if pr.ext != nil {
+		for _, t := range pr.ext.Offer(ctx) {
+			if _, dup := m.tools[t.Name()]; dup || t.Name() == transitionTool {
+				continue
+			}
+			m.tools[t.Name()] = t
+			m.defs = append(m.defs, llm.ToolDef{Name: t.Name(), Description: t.Description(pr.e.text.cat), Parameters: t.Schema(pr.e.text.cat)})
+		}
 	}
 	m.defs = append(m.defs, transitionDef(pr.e.text.cat, m.next))
 	m.meter = newMeter(pr.e.cfg.ContextWindow, pr.e.tokens, pr.e.defs.count(m.defs))
@@ -263,6 +275,7 @@ func (m *movement) runCalls(ctx context.Context, calls []llm.ToolCall) (out outc
 			m.add(llm.Message{Role: llm.RoleTool, ToolCallID: call.ID, Name: call.Name, Content: problem})
 			continue
 		}
+		m.load(call.Name)
 		if _, known := m.tools[call.Name]; known {
 			switch d := m.gate(ctx, call); d.Action {
 			case policy.Deny:
@@ -304,7 +317,11 @@ func (m *movement) addResult(call llm.ToolCall, res tools.Result) {
 		m.images = append(m.images, llm.Part{Type: llm.PartImage, ImageMIME: img.MIME, ImageData: img.Data})
 	}
 	if len(res.Images) > 0 {
-		text = strings.TrimSpace(text + "\n" + m.pr.e.text.fill("image_attached", map[string]string{"path": argPath(call.Arguments)}))
+		about := argPath(call.Arguments)
+		if about == "" {
+			about = call.Name
+		}
+		text = strings.TrimSpace(text + "\n" + m.pr.e.text.fill("image_attached", map[string]string{"path": about}))
 	}
 	m.add(llm.Message{Role: llm.RoleTool, ToolCallID: call.ID, Name: call.Name, Content: text})
 }
@@ -422,7 +439,14 @@ func (m *movement) callTool(ctx context.Context, call llm.ToolCall) (tools.Resul
 		start := time.Now()
 		res = tools.Safe(ctx, t, env, args)
 		if e.cfg.Meter != nil {
-			e.cfg.Meter.ToolCall(call.Name, time.Since(start), res.IsError)
+			label := call.Name
+			if l, ok := t.(interface{ MeterLabel() string }); ok {
+				label = l.MeterLabel() // one label for an unbounded family (mcp)
+			}
+			e.cfg.Meter.ToolCall(label, time.Since(start), res.IsError)
+		}
+		for _, name := range res.Load {
+			m.load(name)
 		}
 	}
 	if err := context.Cause(ctx); err != nil && ctx.Err() != nil {
@@ -439,6 +463,28 @@ func (m *movement) callTool(ctx context.Context, call llm.ToolCall) (tools.Resul
 	}
 	_ = pr.event(ctx, "tool", m.mv.Name, detail)
 	return res, true, nil
+}
+
+// load adds the run's external tool name to the movement's tools and
+// definitions from its next request on, when the movement does not have
+// it yet and the run may call it (a tool mcp_search found, or one the
+// model names directly). An unknown name is left alone: its call gets the
+// unknown-tool error.
+func (m *movement) load(name string) {
+	if _, ok := m.tools[name]; ok || m.pr.ext == nil || name == transitionTool {
+		return
+	}
+	t, ok := m.pr.ext.Lookup(name)
+	if !ok {
+		return
+	}
+	cat := m.pr.e.text.cat
+	def := llm.ToolDef{Name: t.Name(), Description: t.Description(cat), Parameters: t.Schema(cat)}
+	m.tools[name] = t
+	// Before transition, which stays last.
+	m.defs = append(m.defs[:len(m.defs)-1], def, m.defs[len(m.defs)-1])
+	m.loaded = append(m.loaded, name)
+	m.meter.addDefs(m.pr.e.defs.count([]llm.ToolDef{def}))
 }
 
 // admit asks the workspace's quota whether a call that writes may run;

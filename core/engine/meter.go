@@ -136,6 +136,13 @@ func (m *meter) replaced(i int, msg llm.Message) {
 	m.sinceLast += d
 }
 
+// addDefs records n more tokens of tool definitions, sent from the next
+// request on.
+func (m *meter) addDefs(n int) {
+	m.toolDefs += n
+	m.sinceLast += n
+}
+
 // sending records the tokenizer's count of the request about to be sent,
 // for comparison with the prompt tokens the response reports.
 func (m *meter) sending() { m.sent = m.total + m.toolDefs }

@@ -62,6 +62,11 @@ type pieceRun struct {
 
 	homeChannel string // where its calls are judged (see channel); "" until asked
 
+	ext ExternalTools // the run's MCP tools; nil: none
+	// answered are comments that answered a server's question (askThread),
+	// which steering does not hand the agent again; guarded by mu.
+	answered map[int64]bool
+
 	prepared bool // the workspace's input/ and output/ exist
 
 	mu               sync.Mutex
@@ -430,6 +435,14 @@ func (pr *pieceRun) save(ctx context.Context, movement string, events ...core.Jo
 	return pr.r.Save(ctx, p)
 }
 
+// currentMovement is the movement running, for events told from outside
+// its loop.
+func (pr *pieceRun) currentMovement() string {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	return pr.movement
+}
+
 // observe reports the run's progress to the observer.
 func (pr *pieceRun) observe(ctx context.Context) {
 	o := pr.e.cfg.Observer
@@ -539,6 +552,12 @@ func (pr *pieceRun) steering(ctx context.Context) []llm.Message {
 			continue
 		}
 		pr.seen = c.ID
+		pr.mu.Lock()
+		answer := pr.answered[c.ID]
+		pr.mu.Unlock()
+		if answer {
+			continue
+		}
 		text := strings.TrimSpace(c.Text)
 		if c.Role != core.RoleUser || strings.HasPrefix(text, "!") {
 			continue
@@ -689,4 +708,65 @@ func copyFile(src *workspace.Workspace, from string, dst *workspace.Workspace, t
 		return fmt.Errorf("copy %s: %w", from, err)
 	}
 	return out.Close()
+}
+
+// askPoll is how often askThread looks for the reply to a question.
+const askPoll = 250 * time.Millisecond
+
+// askThread puts an MCP server's question in the task's thread, through
+// the observer when it is a Questioner, and waits for the first message a
+// person writes there after it (a `!` command aside), at most the
+// approvals timeout. The reply is the answer; it is not handed to the
+// agent again as a new message.
+func (pr *pieceRun) askThread(ctx context.Context, server, question string) (string, bool, error) {
+	q, ok := pr.e.cfg.Observer.(Questioner)
+	if !ok {
+		return "", false, nil
+	}
+	var since int64
+	last, err := pr.e.store.RecentComments(ctx, pr.task.ID, 1)
+	if err != nil {
+		return "", false, fmt.Errorf("comments of task %d: %w", pr.task.ID, err)
+	}
+	if len(last) > 0 {
+		since = last[0].ID
+	}
+	text := pr.e.text.fill("mcp_question", map[string]string{"server": server, "question": question})
+	if err := q.Question(ctx, pr.task.ID, text); err != nil {
+		// Nobody can be asked here (baton run): the server hears no.
+		pr.log.Warn("a server's question could not be put in the thread; it is declined", "server", server, "err", err)
+		return "", false, nil
+	}
+	deadline := time.NewTimer(pr.e.cfg.ApprovalTimeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(askPoll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return "", false, ctx.Err()
+		case <-deadline.C:
+			_ = pr.event(ctx, "mcp_question_timed_out", pr.currentMovement(), server)
+			return "", false, nil
+		case <-tick.C:
+		}
+		recent, err := pr.e.store.RecentComments(ctx, pr.task.ID, 10)
+		if err != nil {
+			pr.log.Warn("reading the reply to a server's question failed", "err", err)
+			continue
+		}
+		for _, c := range recent { // oldest first
+			text := strings.TrimSpace(c.Text)
+			if c.ID <= since || c.Role != core.RoleUser || strings.HasPrefix(text, "!") {
+				continue
+			}
+			pr.mu.Lock()
+			if pr.answered == nil {
+				pr.answered = map[int64]bool{}
+			}
+			pr.answered[c.ID] = true
+			pr.mu.Unlock()
+			return text, true, nil
+		}
+	}
 }

@@ -1,6 +1,6 @@
 // Package policy is Baton's one decision point for the agent's risky acts:
-// it answers allow, ask or deny for a Request (a built-in tool call today;
-// MCP calls and network access later, through the same rules).
+// it answers allow, ask or deny for a Request (a built-in tool call, an MCP
+// server's tool call; network access later, through the same rules).
 //
 // Rules are consulted in this order: the operator's configured rules (the
 // first that matches wins), then the "always allow" rules people stored
@@ -54,7 +54,18 @@ const (
 	// not marked read-only, a connection to an unlisted host): asked by
 	// default.
 	External Kind = "external"
+	// ExternalRead is a call outside the workspace that its server
+	// declares read-only (an MCP tool with readOnlyHint: true): allowed by
+	// default, as Baton's own tools are; a rule can still ask or deny.
+	ExternalRead Kind = "external_read"
 )
+
+// Kinded is implemented by the tools whose calls are not of kind Builtin
+// (an MCP server's tools); the caller asks the policy with the kind they
+// report.
+type Kinded interface {
+	PolicyKind() Kind
+}
 
 // Request is one act the policy decides on.
 type Request struct {

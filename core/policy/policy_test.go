@@ -56,6 +56,8 @@ func TestDecide(t *testing.T) {
 		{"channel-limited rule", Request{Kind: Builtin, Tool: "Write", Subject: "a.txt", Channel: "slack:CPROD"}, Decision{Ask, "approvals.rules[3]"}},
 		{"channel-limited rule elsewhere", Request{Kind: Builtin, Tool: "Write", Subject: "a.txt", Channel: "slack:C1"}, Decision{Allow, "default"}},
 		{"glob", Request{Kind: External, Tool: "mcp__github__create_issue", Channel: "slack:C1"}, Decision{Ask, "approvals.rules[4]"}},
+		{"no rule: a read-only external call runs", Request{Kind: ExternalRead, Tool: "mcp__jira__search", Channel: "slack:C1"}, Decision{Allow, "default"}},
+		{"a rule asks a read-only external call", Request{Kind: ExternalRead, Tool: "mcp__github__search", Channel: "slack:C1"}, Decision{Ask, "approvals.rules[4]"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

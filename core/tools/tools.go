@@ -108,6 +108,11 @@ type Result struct {
 	Text    string
 	Images  []Image
 	IsError bool
+	// Load names tools the caller offers the model from the next request
+	// on, for the rest of the movement (mcp_search's picks); the caller
+	// finds them through its own lookup, and ignores names it does not
+	// know.
+	Load []string
 }
 
 // textError is a failure worded in the catalogue: the text key filled

@@ -1,11 +1,15 @@
 package tools
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
 	"github.com/baton-bot/baton/core/tokens"
+	"github.com/baton-bot/baton/core/workspace"
 )
 
 func TestBudget(t *testing.T) {
@@ -116,4 +120,38 @@ func FuzzTruncate(f *testing.F) {
 			t.Fatalf("cut although the text fits")
 		}
 	})
+}
+
+// TestFitResult: a result that fits is returned whole; a longer one keeps
+// its head and tail within the budget and names the file under logs/
+// that keeps it whole.
+func TestFitResult(t *testing.T) {
+	ws, err := workspace.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	env := &Env{WS: ws, TokenizerBudget: 300, Tokens: tokens.Default()}
+	if got := FitResult(env, "mcp", "short"); got != "short" {
+		t.Errorf("a short result became %q", got)
+	}
+	var b strings.Builder
+	for i := range 5000 {
+		fmt.Fprintf(&b, "line %d\n", i)
+	}
+	long := b.String()
+	got := FitResult(env, "mcp", long)
+	if n := tokens.Default().Count(got); n > 300 {
+		t.Errorf("the cut result counts %d tokens, over 300", n)
+	}
+	if !strings.HasPrefix(got, "line 0\n") || !strings.HasSuffix(got, "line 4999\n") || !strings.Contains(got, "bytes cut from the middle") {
+		t.Errorf("cut result: %q", got)
+	}
+	i := strings.Index(got, "logs/mcp/")
+	rel := got[i:]
+	rel = rel[:strings.IndexByte(rel, ':')]
+	kept, err := os.ReadFile(filepath.Join(ws.Root(), rel))
+	if err != nil || string(kept) != long {
+		t.Errorf("kept %s: %d bytes, %v", rel, len(kept), err)
+	}
 }
