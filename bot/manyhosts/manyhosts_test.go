@@ -125,11 +125,12 @@ log:
 		}
 	})
 	var bases sync.Map // gateway name → its base URL, once started
-	for _, g := range gateways {
-		bases.Store(g.name, "http://"+started(t, g, "gateway"))
-	}
-	for _, w := range workers {
-		started(t, w, "worker")
+	for _, p := range all {
+		addr, err := started(p, p.args[0], 1) // args[0]: gateway or worker
+		if err != nil {
+			t.Fatal(err)
+		}
+		bases.Store(p.name, "http://"+addr) // the workers' are never sent to
 	}
 
 	s := &sender{t: t, bases: &bases, names: []string{"g1", "g2"}}
@@ -240,23 +241,23 @@ func startLine(cmd string) *regexp.Regexp {
 	return regexp.MustCompile(`baton ` + cmd + ` started" http=(\S+)`)
 }
 
-// started waits for p's start line and returns its HTTP address.
-func started(t *testing.T, p *proc, cmd string) string {
-	t.Helper()
+// started waits for p's n-th start line (n ≥ 1: the n-th time it was
+// started) and returns its HTTP address.
+func started(p *proc, cmd string, n int) (string, error) {
 	re := startLine(cmd)
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		b, _ := os.ReadFile(p.log)
-		if m := re.FindSubmatch(b); m != nil {
-			return string(m[1])
+		if m := re.FindAllSubmatch(b, -1); len(m) >= n {
+			return string(m[n-1][1]), nil
 		}
 		select {
 		case <-p.exited:
-			t.Fatalf("%s exited before it started:\n%s", p.name, p.tail())
+			return "", fmt.Errorf("%s exited before it started:\n%s", p.name, p.tail())
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s did not start within 2 minutes:\n%s", p.name, p.tail())
+			return "", fmt.Errorf("%s did not start within 2 minutes:\n%s", p.name, p.tail())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -343,8 +344,15 @@ func injectFaults(t *testing.T, begin time.Time, bin string, pg *postgres, gw, w
 	say("PostgreSQL restarted")
 	w.start(t, bin)
 	gw.start(t, bin)
-	bases.Store(gw.name, "http://"+startedAgain(t, gw, "gateway"))
-	startedAgain(t, w, "worker")
+	addr, err := started(gw, "gateway", 2)
+	if err == nil {
+		bases.Store(gw.name, "http://"+addr)
+		_, err = started(w, "worker", 2)
+	}
+	if err != nil {
+		t.Error(err)
+		return
+	}
 	say("%s and %s started again", w.name, gw.name)
 }
 
@@ -367,25 +375,6 @@ func cutLink(t *testing.T, begin time.Time, w *proc, model *forwarder) {
 		t.Error(err)
 	}
 	t.Logf("%s: %s's link back", time.Since(begin).Round(time.Second), w.name)
-}
-
-// startedAgain is started for a process started once before: the start
-// line looked for is the last in its log.
-func startedAgain(t *testing.T, p *proc, cmd string) string {
-	t.Helper()
-	re := startLine(cmd)
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		b, _ := os.ReadFile(p.log)
-		if m := re.FindAllSubmatch(b, -1); len(m) >= 2 {
-			return string(m[len(m)-1][1])
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("%s did not start again within 2 minutes:\n%s", p.name, p.tail())
-			return ""
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // answered counts the answers posted in threads, by the event they name.
