@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package manyhosts tests Baton as it runs on several hosts: gateways and
 // workers as separate processes of the built binary, each with its own
 // data_dir, sharing PostgreSQL, Redis and one workspace root, while

@@ -1,3 +1,5 @@
+//go:build linux
+
 package manyhosts
 
 import (
@@ -148,6 +150,7 @@ func startRedis(t *testing.T, h *host) string {
 	port := portOn(t, h, 6379)
 	cmd := h.command(bin, "--bind", h.ip, "--port", strconv.Itoa(port), "--save", "", "--appendonly", "no",
 		"--dir", t.TempDir(), "--protected-mode", "no")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -204,6 +207,9 @@ func (p *proc) start(t *testing.T, bin string) {
 	}
 	p.cmd = p.h.command(bin, p.args...)
 	p.cmd.Env = p.env
+	// A test binary that dies (a timeout's panic) takes its Baton
+	// processes with it.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	p.cmd.Stdout, p.cmd.Stderr = f, f
 	if err := p.cmd.Start(); err != nil {
 		f.Close()
