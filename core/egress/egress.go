@@ -154,7 +154,8 @@ type Proxy struct {
 	cfg     Config
 	log     *slog.Logger
 	dir     string
-	ownDir  bool // dir was made by New and is removed by Close
+	ownDir  bool   // dir was made by New and is removed by Close
+	caFile  string // the CA bundle commands trust; "" when no TLS is terminated
 	resolve Resolver
 
 	mu       sync.Mutex
@@ -278,32 +279,52 @@ func (p *Proxy) Session(cfg SessionConfig) *Session {
 // ErrClosed is returned by Serve and Open on a closed session.
 var ErrClosed = errors.New("egress: session closed")
 
+// Endpoint is one command's way to its session: what its sandbox is
+// given.
+type Endpoint struct {
+	// Socket is the host path of the Unix socket, to be bound into the
+	// command's sandbox (at BridgeSocket).
+	Socket string
+	// CAFile, when not "", is a bundle of the system's roots and Baton's
+	// CA, for the command's TLS clients to trust: the proxy terminates
+	// TLS for the hosts it adds credentials for.
+	CAFile string
+	stop   func()
+}
+
+// Close stops serving the endpoint's socket and removes it. Connections
+// it accepted are served on (until the session is closed).
+func (e Endpoint) Close() {
+	if e.stop != nil {
+		e.stop()
+	}
+}
+
 // Open makes a Unix socket for one command of the session and serves it
-// until stop is called (or the session closed). socket is its path on the
-// host, to be bound into the command's sandbox.
-func (s *Session) Open(ctx context.Context) (socket string, stop func(), err error) {
+// until the endpoint is closed (or the session is).
+func (s *Session) Open(ctx context.Context) (Endpoint, error) {
 	var name [16]byte
 	if _, err := rand.Read(name[:]); err != nil {
-		return "", nil, fmt.Errorf("egress: socket name: %w", err)
+		return Endpoint{}, fmt.Errorf("egress: socket name: %w", err)
 	}
 	path := filepath.Join(s.p.dir, hex.EncodeToString(name[:])+".sock")
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "unix", path)
 	if err != nil {
-		return "", nil, fmt.Errorf("egress: listen: %w", err)
+		return Endpoint{}, fmt.Errorf("egress: listen: %w", err)
 	}
 	// The sandbox's user connects to it (when Baton runs as root it is
 	// another user); the directory keeps others from finding it.
 	if err := os.Chmod(path, 0o666); err != nil {
 		ln.Close()
-		return "", nil, fmt.Errorf("egress: socket: %w", err)
+		return Endpoint{}, fmt.Errorf("egress: socket: %w", err)
 	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		_ = s.Serve(ln)
 	}()
-	return path, func() { ln.Close(); <-done }, nil
+	return Endpoint{Socket: path, CAFile: s.p.caFile, stop: func() { ln.Close(); <-done }}, nil
 }
 
 // Serve accepts connections on ln and serves them, until ln is closed or

@@ -474,10 +474,11 @@ func TestAsk(t *testing.T) {
 func TestUnixSocket(t *testing.T) {
 	_, hostport := nonceServer(t, "unix")
 	r := newRig(t, Config{}, nil, hostport)
-	sock, stop, err := r.s.Open(context.Background())
+	ep, err := r.s.Open(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
+	sock := ep.Socket
 	tr := &http.Transport{
 		Proxy:       http.ProxyURL(&url.URL{Scheme: "http", Host: "bridge"}),
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return net.Dial("unix", sock) },
@@ -492,7 +493,7 @@ func TestUnixSocket(t *testing.T) {
 	if !strings.HasPrefix(string(body), "unix") {
 		t.Errorf("through the socket: %q", body)
 	}
-	stop()
+	ep.Close()
 	if _, err := net.Dial("unix", sock); err == nil {
 		t.Error("the socket still answers after stop")
 	}
