@@ -43,6 +43,7 @@ type Config struct {
 	Queue      QueueConfig      `yaml:"queue"`
 	Workers    WorkersConfig    `yaml:"workers"`
 	Tools      ToolsConfig      `yaml:"tools"`
+	Egress     EgressConfig     `yaml:"egress"`
 	Files      FilesConfig      `yaml:"files"`
 	Workspaces WorkspacesConfig `yaml:"workspaces"`
 	HTTP       HTTPConfig       `yaml:"http"`
@@ -351,6 +352,11 @@ func DefaultConfig() Config {
 				MaxProcesses: 256, MaxMemoryBytes: 2 << 30, MaxOpenFiles: 1024, MaxFileBytes: 1 << 30,
 			},
 		},
+		Egress: EgressConfig{
+			Default: "deny", Allow: []EgressEntry{}, Deny: []EgressEntry{},
+			MaxConnections: 1000, MaxOpenConnections: 64, MaxBytes: 1 << 30,
+			DialTimeout: 10 * time.Second, IdleTimeout: 5 * time.Minute,
+		},
 		Files:      FilesConfig{MaxBytes: 20000000},
 		Workspaces: WorkspacesConfig{Retention: 720 * time.Hour, MaxBytes: 2000000000, MinFreeBytes: 1000000000},
 		HTTP:       HTTPConfig{Addr: "127.0.0.1:8080", MaxConnections: 512},
@@ -511,7 +517,7 @@ func decodeConfig(data []byte, file string, cfg *Config, origins Origins) error 
 		})
 	}
 	// What only the file sets is checked here, where its lines are known.
-	errs := cfg.Approvals.problems()
+	errs := append(cfg.Approvals.problems(), cfg.Egress.problems()...)
 	for _, e := range errs {
 		e.File, e.Line = file, lines.of(e.Key)
 	}
@@ -1006,6 +1012,7 @@ func (c Config) Validate() error {
 	v.positive("tools.sandbox.max_memory_bytes", c.Tools.Sandbox.MaxMemoryBytes)
 	v.positive("tools.sandbox.max_open_files", int64(c.Tools.Sandbox.MaxOpenFiles))
 	v.positive("tools.sandbox.max_file_bytes", c.Tools.Sandbox.MaxFileBytes)
+	c.Egress.validate(&v)
 
 	v.positive("files.max_bytes", c.Files.MaxBytes)
 	v.duration("workspaces.retention", c.Workspaces.Retention)

@@ -20,6 +20,7 @@ import (
 	"github.com/baton-bot/baton/core/chat"
 	"github.com/baton-bot/baton/core/chattext"
 	"github.com/baton-bot/baton/core/docparse"
+	"github.com/baton-bot/baton/core/egress"
 	"github.com/baton-bot/baton/core/engine"
 	"github.com/baton-bot/baton/core/llm"
 	"github.com/baton-bot/baton/core/outbox"
@@ -54,6 +55,7 @@ type system struct {
 	pieces   *piece.Library
 	sandbox  *sandbox.Sandbox // of Bash and git, probed at start
 	gate     *policy.Policy   // the approvals policy the engine consults before each tool call
+	egress   *egress.Proxy    // Bash's way out to the network; nil without egress configured
 	engine   *engine.Engine
 	pool     *worker.Pool
 	dispatch worker.Dispatch
@@ -242,6 +244,7 @@ func openSandbox(ctx context.Context, cfg Config, log *slog.Logger) (*sandbox.Sa
 		},
 		Network:    cfg.Tools.Bash.Network == "allow_pieces",
 		Workspaces: workspaceRoot(cfg),
+		Bridge:     bridgeBinary(cfg, log),
 		Logger:     log,
 	})
 	if err != nil {
@@ -393,6 +396,9 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger, opts systemOpt
 	if _, ok := sys.pieces.Lookup(cfg.DefaultPiece); !ok {
 		return nil, &ConfigError{Key: "default_piece", Msg: fmt.Sprintf("no piece named %q (pieces: %v)", cfg.DefaultPiece, sys.pieces.Names())}
 	}
+	if sys.egress, err = sys.openEgress(sb); err != nil {
+		return nil, err
+	}
 	model, err := llm.New(llm.Config{
 		BaseURL: cfg.LLM.BaseURL, APIKey: cfg.LLM.APIKey.Reveal(), Model: cfg.LLM.Model,
 		Timeout: cfg.LLM.RequestTimeout, MaxRetries: cfg.LLM.MaxRetries, Logger: log,
@@ -458,6 +464,7 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger, opts systemOpt
 		WorkspaceRoot: workspaceRoot(cfg), MaxWorkspaceBytes: cfg.Workspaces.MaxBytes,
 		Floor: sys.floor, Gate: sys.gate, ApprovalTimeout: cfg.Approvals.Timeout,
 		Sandbox: sb, Observer: observer, Meter: sys.metrics, Logger: log,
+		Egress: sys.egress,
 	})
 	if err != nil {
 		return nil, err

@@ -27,8 +27,9 @@
 // (any that matches refuses), then the allow entries, then the default
 // (refuse, or ask the session's Asker). A name is then resolved once; every
 // address is checked, and a loopback, private, link-local, multicast,
-// unspecified or reserved address (Special) is dropped unless an allow
-// entry names that literal address; the connection is made to an address
+// unspecified or reserved address (Special), or one of the host's own, is
+// dropped unless an allow entry names that literal address (at the port
+// asked for, unless a person is to be asked); the connection is made to an address
 // that passed, never to the name again (no DNS rebinding). Each job may
 // have Config.MaxOpen connections at once, Config.MaxConnections in all and
 // Config.MaxBytes through them, up and down together; a connection
@@ -137,6 +138,10 @@ type Question struct {
 	Job  Job
 	Host string // a name or a literal address, as the client named it
 	Port int
+	// Addrs are the addresses the connection would go to, resolved and
+	// checked: a person may want to know that a name leads to a
+	// loopback or private address (Special).
+	Addrs []netip.Addr
 }
 
 // HostPort is the question's host:port, as approvals and rules show it.
@@ -151,11 +156,14 @@ type Answer struct {
 
 // Proxy is the egress proxy of one process. It is safe for concurrent use.
 type Proxy struct {
-	cfg     Config
-	log     *slog.Logger
-	dir     string
-	ownDir  bool   // dir was made by New and is removed by Close
-	caFile  string // the CA bundle commands trust; "" when no TLS is terminated
+	cfg    Config
+	log    *slog.Logger
+	dir    string
+	ownDir bool   // dir was made by New and is removed by Close
+	caFile string // the CA bundle commands trust; "" when no TLS is terminated
+	// local are the host's own addresses, public ones included: a
+	// service listening on them is Baton's side too.
+	local   map[netip.Addr]bool
 	resolve Resolver
 
 	mu       sync.Mutex
@@ -191,6 +199,7 @@ func New(cfg Config) (*Proxy, error) {
 	if p.resolve == nil {
 		p.resolve = net.DefaultResolver
 	}
+	p.local = localAddrs()
 	p.dir = cfg.SocketDir
 	if p.dir == "" {
 		dir, err := os.MkdirTemp("", "baton-egress-")
@@ -207,6 +216,23 @@ func New(cfg Config) (*Proxy, error) {
 		return nil, fmt.Errorf("egress: socket directory: %w", err)
 	}
 	return p, nil
+}
+
+// localAddrs returns the addresses of the host's interfaces.
+func localAddrs() map[netip.Addr]bool {
+	out := map[netip.Addr]bool{}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return out
+	}
+	for _, a := range addrs {
+		if ipn, ok := a.(*net.IPNet); ok {
+			if ip, ok := netip.AddrFromSlice(ipn.IP); ok {
+				out[ip.Unmap()] = true
+			}
+		}
+	}
+	return out
 }
 
 // Close ends every session and removes the socket directory New made.

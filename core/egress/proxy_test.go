@@ -266,6 +266,24 @@ func TestOneLookup(t *testing.T) {
 	}
 }
 
+// TestLiteralCoversItsPortOnly: an entry naming a loopback address at a
+// port and an entry allowing a name that resolves to it do not combine
+// into the address's other ports.
+func TestLiteralCoversItsPortOnly(t *testing.T) {
+	_, a := nonceServer(t, "port-a")
+	_, b := nonceServer(t, "port-b")
+	_, portA, _ := net.SplitHostPort(a)
+	_, portB, _ := net.SplitHostPort(b)
+	res := newResolver(map[string]string{"localhost": "127.0.0.1"})
+	r := newRig(t, Config{Resolver: res}, nil, a, "localhost")
+	if status, _, _ := r.connect(t, "localhost:"+portA); !strings.HasPrefix(status, "200") {
+		t.Errorf("localhost at the port the literal entry names: %s", status)
+	}
+	if status, _, _ := r.connect(t, "localhost:"+portB); !strings.HasPrefix(status, "403") || !strings.Contains(status, "resolves to 127.0.0.1") {
+		t.Errorf("localhost at another port: %s", status)
+	}
+}
+
 func TestMalformed(t *testing.T) {
 	r := newRig(t, Config{HeaderTimeout: 500 * time.Millisecond}, nil)
 	for _, tc := range []struct{ name, send, status string }{

@@ -222,12 +222,14 @@ func (p *Policy) decide(t target, job Job) decision {
 }
 
 // literal reports whether an allow rule in scope for job names ip
-// itself: what lets a connection reach a special address. It lifts the
-// address check only: which ports of it may be reached is still the
-// rules' (and, with Ask, a person's) to say.
-func (p *Policy) literal(ip netip.Addr, job Job) bool {
+// itself, at t's port: what lets a connection reach a special address.
+// When the connection is to be asked about (ask), a rule naming ip at any
+// port will do: the person asked decides on the port. Two rules never
+// combine into more than each allows: "localhost" and "127.0.0.1:8080"
+// reach 127.0.0.1 at port 8080 only.
+func (p *Policy) literal(ip netip.Addr, t target, job Job, ask bool) bool {
 	for _, r := range p.Allow {
-		if r.ip.IsValid() && r.ip == ip && r.inScope(job) {
+		if r.ip.IsValid() && r.ip == ip && (ask || r.Port == 0 || r.Port == t.port) && r.inScope(job) {
 			return true
 		}
 	}

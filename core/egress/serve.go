@@ -273,7 +273,7 @@ func (s *Session) admit(t target) ([]netip.Addr, string, *refusal) {
 		}
 		return nil, "", &refusal{status: http.StatusForbidden, outcome: Denied, rule: d.rule, reason: reason}
 	}
-	addrs, ref := s.addresses(t)
+	addrs, ref := s.addresses(t, d.ask)
 	if ref != nil {
 		ref.rule = d.rule
 		return nil, "", ref
@@ -281,7 +281,7 @@ func (s *Session) admit(t target) ([]netip.Addr, string, *refusal) {
 	if !d.ask {
 		return addrs, d.rule, nil
 	}
-	a, err := s.ask(t)
+	a, err := s.ask(t, addrs)
 	switch {
 	case err != nil:
 		return nil, "", &refusal{status: http.StatusForbidden, outcome: Denied, rule: d.rule, reason: "could not ask about " + t.String() + ": " + clip(err.Error(), 200)}
@@ -311,13 +311,13 @@ func bytesRefusal(max int64) *refusal {
 }
 
 // ask puts t to the session's Asker, for at most Config.AskTimeout.
-func (s *Session) ask(t target) (Answer, error) {
+func (s *Session) ask(t target, addrs []netip.Addr) (Answer, error) {
 	if s.cfg.Asker == nil {
 		return Answer{Outcome: Denied, Reason: "nobody can be asked about " + t.String() + " here"}, nil
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, s.p.cfg.AskTimeout)
 	defer cancel()
-	a, err := s.cfg.Asker.Ask(ctx, Question{Job: s.cfg.Job, Host: t.host, Port: t.port})
+	a, err := s.cfg.Asker.Ask(ctx, Question{Job: s.cfg.Job, Host: t.host, Port: t.port, Addrs: addrs})
 	if err == nil && a.Outcome != Allowed && a.Outcome != Asked && a.Outcome != Denied {
 		err = fmt.Errorf("the asker answered %q", a.Outcome)
 	}
@@ -325,8 +325,9 @@ func (s *Session) ask(t target) (Answer, error) {
 }
 
 // addresses resolves t once and keeps the addresses the job may reach: a
-// special address only when an allow entry names it literally.
-func (s *Session) addresses(t target) ([]netip.Addr, *refusal) {
+// special address only when an allow entry names it literally (at t's
+// port, unless a person is to be asked).
+func (s *Session) addresses(t target, ask bool) ([]netip.Addr, *refusal) {
 	all := []netip.Addr{t.ip}
 	if !t.ip.IsValid() {
 		ctx, cancel := context.WithTimeout(s.ctx, s.p.cfg.DialTimeout)
@@ -344,7 +345,7 @@ func (s *Session) addresses(t target) ([]netip.Addr, *refusal) {
 	var ok, refused []netip.Addr
 	for _, ip := range all {
 		ip = ip.Unmap()
-		if ip.Zone() != "" || (Special(ip) && !s.p.cfg.Policy.literal(ip, s.cfg.Job)) {
+		if ip.Zone() != "" || ((Special(ip) || s.p.local[ip]) && !s.p.cfg.Policy.literal(ip, t, s.cfg.Job, ask)) {
 			refused = append(refused, ip)
 			continue
 		}
@@ -356,7 +357,7 @@ func (s *Session) addresses(t target) ([]netip.Addr, *refusal) {
 			what = t.host
 		}
 		return nil, &refusal{status: http.StatusForbidden, outcome: Denied,
-			reason: what + ", a loopback, private or reserved address: only an egress.allow entry naming that address reaches it"}
+			reason: what + ", a loopback, private or reserved address or one of Baton's host: only an egress.allow entry naming that address reaches it"}
 	}
 	return ok, nil
 }

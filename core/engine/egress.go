@@ -44,10 +44,11 @@ type egressRun struct {
 	session *egress.Session
 
 	mu       sync.Mutex
-	approved []string // guarded by mu: host:port people approved for this job
-	denied   []string // guarded by mu: host:port people denied
-	asked    []string // guarded by mu: host:port asked about since the turn began, first first
-	events   int      // guarded by mu: egress events written
+	approved []string          // guarded by mu: host:port people approved for this job
+	denied   []string          // guarded by mu: host:port people denied
+	asked    []string          // guarded by mu: host:port asked about since the turn began, first first
+	private  map[string]string // guarded by mu: of those, the ones leading to a non-public address, to that address
+	events   int               // guarded by mu: egress events written
 }
 
 // egressTools returns the job's egress for tools.Env: nil (no proxy) unless
@@ -134,17 +135,20 @@ func (er *egressRun) Ask(ctx context.Context, q egress.Question) (egress.Answer,
 	if !slices.Contains(er.asked, hp) {
 		er.asked = append(er.asked, hp)
 	}
+	for _, ip := range q.Addrs {
+		if egress.Special(ip) && ip.String() != q.Host {
+			if er.private == nil {
+				er.private = map[string]string{}
+			}
+			er.private[hp] = ip.String()
+		}
+	}
 	return egress.Answer{Outcome: egress.Asked}, nil
 }
 
 // audit records one connection as a job event, up to maxEgressEvents.
 func (er *egressRun) audit(r egress.Record) {
 	pr := er.pr
-	if m := pr.e.cfg.Meter; m != nil {
-		if em, ok := m.(EgressMeter); ok {
-			em.EgressConnection(r.Outcome, r.BytesUp, r.BytesDown)
-		}
-	}
 	er.mu.Lock()
 	er.events++
 	n, ctx := er.events, er.ctx
@@ -158,12 +162,6 @@ func (er *egressRun) audit(r egress.Record) {
 	case n == maxEgressEvents:
 		_ = pr.event(ctx, "egress", mv, egressDetail(r)+fmt.Sprintf("; the job's further connections are not recorded as events (%d so far)", n))
 	}
-}
-
-// EgressMeter is an optional capability of the Meter: counting the
-// egress proxy's connections by outcome, and their bytes.
-type EgressMeter interface {
-	EgressConnection(outcome string, up, down int64)
 }
 
 // egressDetail is how an egress event reads: the outcome first, as
@@ -199,6 +197,15 @@ func (pr *pieceRun) egressNote(asked []string) string {
 	return pr.e.text.fill("egress_asked", map[string]string{"host": strings.Join(asked, ", ")})
 }
 
+// egressPrivate returns the non-public address host:port was found to
+// lead to when it was asked about, or "".
+func (pr *pieceRun) egressPrivate(hp string) string {
+	er := pr.egressState()
+	er.mu.Lock()
+	defer er.mu.Unlock()
+	return er.private[hp]
+}
+
 // egressAsked returns the hosts asked about since the turn began.
 func (pr *pieceRun) egressAsked() []string {
 	pr.mu.Lock()
@@ -222,7 +229,7 @@ func (pr *pieceRun) egressTurn() {
 	}
 	er.mu.Lock()
 	defer er.mu.Unlock()
-	er.asked = nil
+	er.asked, er.private = nil, nil
 }
 
 // egressDecided returns the hosts people approved and denied for the
@@ -259,8 +266,9 @@ func (m *movement) parkForEgress(ctx context.Context) (outcome, bool, error) {
 	if len(asked) == 0 {
 		return outcome{}, false, nil
 	}
-	pr.egressTurn()
 	host := asked[0]
+	private := pr.egressPrivate(host)
+	pr.egressTurn()
 	cp := m.checkpointAt(nil)
 	cp.Egress = host
 	data, err := json.Marshal(cp)
@@ -269,6 +277,9 @@ func (m *movement) parkForEgress(ctx context.Context) (outcome, bool, error) {
 	}
 	args, _ := json.Marshal(map[string]string{"host": host})
 	preview := e.text.fill("egress_preview", map[string]string{"host": host})
+	if private != "" {
+		preview += " " + e.text.fill("egress_preview_private", map[string]string{"addr": private})
+	}
 	if cmd := m.lastCommand(); cmd != "" {
 		preview += "\n" + "Bash: " + clipRunes(cmd, 500)
 	}
