@@ -39,6 +39,7 @@ package egress
 import (
 	"context"
 	"crypto/rand"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -47,6 +48,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -92,6 +94,15 @@ type Config struct {
 	// under os.TempDir, removed by Close). It must be searchable by the
 	// sandbox's user and listable by nobody else.
 	SocketDir string
+	// Credentials are headers added to the requests to their hosts over
+	// TLS the proxy terminates with CA (see ca.go); they need CA.
+	// UpstreamRoots verify those hosts' certificates (nil: the system's).
+	// SystemRootsPEM are the roots the sandbox's TLS clients trust besides
+	// CA (the system's bundle): their bundle (Endpoint.CAFile) holds both.
+	Credentials    []Credential
+	CA             *CA
+	UpstreamRoots  *x509.CertPool
+	SystemRootsPEM []byte
 	// Audit, when set, is told of every connection once it has ended, in
 	// the goroutine that served it (after the session's own Audit).
 	Audit  func(Record)
@@ -214,6 +225,20 @@ func New(cfg Config) (*Proxy, error) {
 	// listable by Baton alone: a socket's name is its secret.
 	if err := os.Chmod(p.dir, 0o711); err != nil {
 		return nil, fmt.Errorf("egress: socket directory: %w", err)
+	}
+	if len(cfg.Credentials) > 0 {
+		if cfg.CA == nil {
+			return nil, errors.New("egress: credentials need a CA")
+		}
+		// Readable by the sandbox's user: certificates only.
+		p.caFile = filepath.Join(p.dir, "ca-bundle.pem")
+		bundle := append(append(slices.Clip(cfg.SystemRootsPEM), '\n'), cfg.CA.CertPEM()...)
+		if err := os.WriteFile(p.caFile, bundle, 0o644); err != nil {
+			return nil, fmt.Errorf("egress: CA bundle: %w", err)
+		}
+		if err := os.Chmod(p.caFile, 0o644); err != nil {
+			return nil, fmt.Errorf("egress: CA bundle: %w", err)
+		}
 	}
 	return p, nil
 }

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -515,4 +516,9 @@ func TestUnixSocket(t *testing.T) {
 	if _, err := net.Dial("unix", sock); err == nil {
 		t.Error("the socket still answers after stop")
 	}
+}
+
+func readFile(p string) (string, error) {
+	b, err := os.ReadFile(p)
+	return string(b), err
 }

@@ -2,6 +2,7 @@ package egress
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -118,6 +119,11 @@ func (s *Session) connect(c net.Conn, br *bufio.Reader, req *http.Request, start
 		return
 	}
 	rec.Outcome, rec.Rule = Allowed, rule
+	if creds := s.p.credentials(t, s.cfg.Job); len(creds) > 0 {
+		rec.Reason = s.terminate(c, br, t, addrs, creds, &rec)
+		s.finish(rec, start)
+		return
+	}
 	up, addr, err := s.dial(t, addrs)
 	if err != nil {
 		rec.Reason = err.Error()
@@ -136,6 +142,98 @@ func (s *Session) connect(c net.Conn, br *bufio.Reader, req *http.Request, start
 	rec.BytesUp, rec.BytesDown, rec.Reason = s.pipe(c, br, up)
 	s.finish(rec, start)
 }
+
+// credentials returns the headers to add to requests to t for job: none
+// without a CA to terminate TLS with.
+func (p *Proxy) credentials(t target, job Job) http.Header {
+	if p.cfg.CA == nil {
+		return nil
+	}
+	h := http.Header{}
+	for _, c := range p.cfg.Credentials {
+		if c.Match.matches(t, job) {
+			h.Add(c.Header, c.Value)
+		}
+	}
+	return h
+}
+
+// terminate serves a CONNECT to t, a host with credentials: it answers
+// the client's TLS with a certificate of Baton's CA for t, then carries
+// each request the client sends to t over TLS verified against
+// Config.UpstreamRoots, with creds added. rec gets the bytes of them all;
+// it returns why it stopped early, or "".
+func (s *Session) terminate(c net.Conn, br *bufio.Reader, t target, addrs []netip.Addr, creds http.Header, rec *Record) string {
+	cfg := &s.p.cfg
+	cert, err := cfg.CA.leaf(t.host, time.Now())
+	if err != nil {
+		ref := &refusal{status: http.StatusBadGateway, outcome: Allowed, reason: "no certificate for " + t.host + ": " + clip(err.Error(), 200)}
+		writeRefusal(c, nil, ref)
+		return ref.reason
+	}
+	c.SetWriteDeadline(time.Now().Add(cfg.IdleTimeout))
+	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		return "the client left"
+	}
+	c.SetWriteDeadline(time.Time{})
+	tc := tls.Server(&bufferedConn{Conn: c, r: br}, &tls.Config{
+		Certificates: []tls.Certificate{*cert}, NextProtos: []string{"http/1.1"}, MinVersion: tls.VersionTLS12,
+	})
+	defer tc.Close()
+	tc.SetDeadline(time.Now().Add(cfg.HeaderTimeout))
+	if err := tc.HandshakeContext(s.ctx); err != nil {
+		return "TLS with the client failed (does it trust Baton's CA?): " + clip(err.Error(), 200)
+	}
+	tc.SetDeadline(time.Time{})
+	upstream := &tls.Config{RootCAs: cfg.UpstreamRoots, MinVersion: tls.VersionTLS12}
+	lim := &limited{r: tc, n: MaxHeaderBytes}
+	tr := bufio.NewReaderSize(lim, 4096)
+	for {
+		tc.SetReadDeadline(time.Now().Add(cfg.HeaderTimeout))
+		lim.n = MaxHeaderBytes
+		req, err := http.ReadRequest(tr)
+		if err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
+				return ""
+			}
+			ref := badRequest(err)
+			writeRefusal(tc, nil, ref)
+			return ref.reason
+		}
+		tc.SetReadDeadline(time.Time{})
+		lim.n = math.MaxInt64
+		if n := s.made.Add(1); n > int64(cfg.MaxConnections) {
+			ref := &refusal{status: http.StatusTooManyRequests, outcome: Denied, reason: fmt.Sprintf("this job has made %d connections through the proxy, its cap", cfg.MaxConnections)}
+			writeRefusal(tc, req, ref)
+			return ref.reason
+		}
+		if s.bytes.Load() >= cfg.MaxBytes {
+			ref := bytesRefusal(cfg.MaxBytes)
+			writeRefusal(tc, req, ref)
+			return ref.reason
+		}
+		req.URL.Scheme, req.URL.Host = "https", t.String()
+		var one Record
+		keep, err := s.exchange(tc, req, t, addrs, upstream, creds, &one)
+		rec.Addr = cmp.Or(one.Addr, rec.Addr)
+		rec.BytesUp += one.BytesUp
+		rec.BytesDown += one.BytesDown
+		if err != nil {
+			return err.Error()
+		}
+		if !keep {
+			return ""
+		}
+	}
+}
+
+// bufferedConn is a connection whose first bytes were already read into r.
+type bufferedConn struct {
+	net.Conn
+	r io.Reader
+}
+
+func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 
 // forward serves one plain HTTP request for an absolute http:// URL and
 // reports whether the client's connection may carry another.
