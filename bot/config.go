@@ -353,7 +353,7 @@ func DefaultConfig() Config {
 			},
 		},
 		Egress: EgressConfig{
-			Default: "deny", Allow: []EgressEntry{}, Deny: []EgressEntry{},
+			Default: "deny", Allow: []EgressEntry{}, Deny: []EgressEntry{}, Credentials: []EgressCredential{},
 			MaxConnections: 1000, MaxOpenConnections: 64, MaxBytes: 1 << 30,
 			DialTimeout: 10 * time.Second, IdleTimeout: 5 * time.Minute,
 		},
@@ -461,6 +461,9 @@ func loadConfig(path string, env func(string) string) (Config, Origins, error) {
 	}
 	if err := applyEnv(&cfg, env, origins); err != nil {
 		return Config{}, nil, err
+	}
+	if errs := cfg.Egress.expandCredentials(env); len(errs) > 0 {
+		return Config{}, nil, joinConfigErrors(errs)
 	}
 	cfg.resolvePaths(wd, fileDir, origins)
 	return cfg, origins, nil
@@ -907,7 +910,7 @@ func setScalar(v reflect.Value, s string) error {
 }
 
 // pathKeys are the keys that hold file system paths (resolvePaths).
-var pathKeys = []string{"data_dir", "pieces_dir"}
+var pathKeys = []string{"data_dir", "pieces_dir", "egress.ca_cert_file", "egress.ca_key_file", "egress.upstream_ca_file"}
 
 // resolvePaths makes the relative paths in c absolute: a path the config
 // file wrote against fileDir, the file's directory (so that a config means

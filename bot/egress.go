@@ -1,10 +1,18 @@
 package main
 
 import (
+	"crypto/x509"
+	"encoding/base64"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"net/http"
 	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,6 +40,28 @@ type EgressConfig struct {
 	// connection with no byte either way.
 	DialTimeout time.Duration `yaml:"dial_timeout"`
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// Credentials are added on the way to their hosts, over TLS the
+	// proxy terminates with Baton's CA: the secret never enters the
+	// sandbox.
+	Credentials []EgressCredential `yaml:"credentials"`
+	// CACertFile and CAKeyFile are the CA that signs the hosts'
+	// certificates; empty: one generated into data_dir/egress-ca/ at
+	// first start.
+	CACertFile string `yaml:"ca_cert_file"`
+	CAKeyFile  string `yaml:"ca_key_file"`
+	// UpstreamCAFile holds more roots to verify the hosts' certificates
+	// with, besides the system's (a private CA, a test's).
+	UpstreamCAFile string `yaml:"upstream_ca_file"`
+}
+
+// EgressCredential is one host's credential: a header, or a user and
+// password sent as basic authentication. ${VAR} in header and password is
+// replaced by the environment variable VAR when the configuration loads.
+type EgressCredential struct {
+	Host     string `yaml:"host"`   // an entry as in allow: github.com, *.example.com, api.example.com:443
+	Header   Secret `yaml:"header"` // "Authorization: Bearer ${GITHUB_TOKEN}"
+	Username string `yaml:"username"`
+	Password Secret `yaml:"password"`
 }
 
 // EgressEntry is one allow or deny entry: a host pattern with an optional
@@ -101,14 +131,94 @@ func (c EgressConfig) policy() (egress.Policy, []*ConfigError) {
 	return p, errs
 }
 
-// problems returns what is wrong with the entries, each a *ConfigError
-// naming its key. They are read from the file only, so decodeConfig
-// reports them with their lines; validate reports them too, for a
-// configuration built otherwise.
+// problems returns what is wrong with the entries and the credentials,
+// each a *ConfigError naming its key. They are read from the file only,
+// so decodeConfig reports them with their lines; validate reports them
+// too, for a configuration built otherwise.
 func (c EgressConfig) problems() []*ConfigError {
 	_, errs := c.policy()
+	_, credErrs := c.credentials()
+	return append(errs, credErrs...)
+}
+
+// credentials returns the credentials as the proxy takes them, or every
+// problem with them.
+func (c EgressConfig) credentials() ([]egress.Credential, []*ConfigError) {
+	var out []egress.Credential
+	var errs []*ConfigError
+	for i, cr := range c.Credentials {
+		key := fmt.Sprintf("egress.credentials[%d]", i)
+		r, err := egress.ParseRule(cr.Host)
+		if err != nil {
+			errs = append(errs, &ConfigError{Key: key + ".host", Msg: err.Error()})
+			continue
+		}
+		r.Name = key
+		switch header := cr.Header.Reveal(); {
+		case header != "" && (cr.Username != "" || cr.Password != ""):
+			errs = append(errs, &ConfigError{Key: key, Msg: "write a header, or a username and password, not both"})
+		case header != "":
+			name, value, ok := strings.Cut(header, ":")
+			name, value = strings.TrimSpace(name), strings.TrimSpace(value)
+			if !ok || !httpToken(name) || value == "" || strings.ContainsAny(value, "\r\n") {
+				// The value is never shown: it is a secret.
+				errs = append(errs, &ConfigError{Key: key + ".header", Msg: "must be Name: value, such as Authorization: Bearer ${GITHUB_TOKEN}"})
+				continue
+			}
+			out = append(out, egress.Credential{Match: r, Header: http.CanonicalHeaderKey(name), Value: value})
+		case cr.Username != "" && cr.Password != "":
+			basic := base64.StdEncoding.EncodeToString([]byte(cr.Username + ":" + cr.Password.Reveal()))
+			out = append(out, egress.Credential{Match: r, Header: "Authorization", Value: "Basic " + basic})
+		default:
+			errs = append(errs, &ConfigError{Key: key, Msg: "needs a header (Authorization: Bearer …) or a username and password"})
+		}
+	}
+	if (c.CACertFile == "") != (c.CAKeyFile == "") {
+		errs = append(errs, &ConfigError{Key: "egress.ca_key_file", Msg: "egress.ca_cert_file and egress.ca_key_file go together: set both, or neither for a CA generated into data_dir"})
+	}
+	return out, errs
+}
+
+// httpToken reports whether s can be a header's name.
+func httpToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range s {
+		if c > 0x7e || c <= ' ' || strings.ContainsRune("\"(),/:;<=>?@[\\]{}", c) {
+			return false
+		}
+	}
+	return true
+}
+
+// expandCredentials replaces ${VAR} in the credentials' headers and
+// passwords with the environment's VAR, or reports every variable that is
+// not set.
+func (c *EgressConfig) expandCredentials(env func(string) string) []*ConfigError {
+	var errs []*ConfigError
+	for i := range c.Credentials {
+		cr := &c.Credentials[i]
+		for field, s := range map[string]*Secret{"header": &cr.Header, "password": &cr.Password} {
+			key := fmt.Sprintf("egress.credentials[%d].%s", i, field)
+			*s = Secret(envRef.ReplaceAllStringFunc(string(*s), func(ref string) string {
+				name := ref[2 : len(ref)-1]
+				v, _, err := envValue(env, name)
+				switch {
+				case err != nil:
+					errs = append(errs, &ConfigError{Key: key, Msg: err.Error()})
+				case v == "":
+					errs = append(errs, &ConfigError{Key: key, Msg: "${" + name + "} is not set in the environment"})
+				}
+				return v
+			}))
+		}
+	}
 	return errs
 }
+
+// envRef is a ${VAR} in a credential.
+var envRef = regexp.MustCompile(`\$\{[A-Za-z_][A-Za-z0-9_]*\}`)
 
 // validate adds what is wrong with the section to v.
 func (c EgressConfig) validate(v *validator) {
@@ -184,17 +294,116 @@ func (s *system) openEgress(sb *sandbox.Sandbox) (*egress.Proxy, error) {
 	case !sb.Isolated():
 		log.Warn("egress is configured, but commands run without a sandbox (tools.bash.sandbox: none): they have the host's network, not the proxy")
 	}
-	em := newEgressMetrics(s.metrics)
-	p, err := egress.New(egress.Config{
+	creds, errs := c.credentials()
+	if len(errs) > 0 {
+		return nil, joinConfigErrors(errs)
+	}
+	ecfg := egress.Config{
 		Policy: pol, MaxConnections: c.MaxConnections, MaxOpen: c.MaxOpenConnections, MaxBytes: c.MaxBytes,
-		DialTimeout: c.DialTimeout, IdleTimeout: c.IdleTimeout,
-		Audit: em.audit, Logger: log,
-	})
+		DialTimeout: c.DialTimeout, IdleTimeout: c.IdleTimeout, Credentials: creds, Logger: log,
+	}
+	if len(creds) > 0 {
+		var err error
+		if ecfg.CA, err = loadEgressCA(s.cfg, log); err != nil {
+			return nil, err
+		}
+		if ecfg.UpstreamRoots, err = upstreamRoots(c.UpstreamCAFile); err != nil {
+			return nil, err
+		}
+		ecfg.SystemRootsPEM = systemRoots(log)
+	}
+	em := newEgressMetrics(s.metrics)
+	ecfg.Audit = em.audit
+	p, err := egress.New(ecfg)
 	if err != nil {
 		return nil, fmt.Errorf("egress: %w", err)
 	}
 	s.closers = append(s.closers, p.Close)
 	return p, nil
+}
+
+// loadEgressCA reads the CA egress.ca_cert_file and ca_key_file name, or
+// the one under data_dir/egress-ca/, made at first start (its key
+// readable by Baton's user alone).
+func loadEgressCA(cfg Config, log *slog.Logger) (*egress.CA, error) {
+	certFile, keyFile := cfg.Egress.CACertFile, cfg.Egress.CAKeyFile
+	if certFile == "" {
+		dir := filepath.Join(cfg.DataDir, "egress-ca")
+		certFile, keyFile = filepath.Join(dir, "ca.pem"), filepath.Join(dir, "ca-key.pem")
+		if _, err := os.Stat(keyFile); errors.Is(err, fs.ErrNotExist) {
+			certPEM, keyPEM, err := egress.NewCA(time.Now())
+			if err != nil {
+				return nil, err
+			}
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				return nil, fmt.Errorf("egress CA: %w", err)
+			}
+			if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
+				return nil, fmt.Errorf("egress CA: %w", err)
+			}
+			if err := os.WriteFile(certFile, certPEM, 0o644); err != nil {
+				return nil, fmt.Errorf("egress CA: %w", err)
+			}
+			log.Info("made the egress proxy's CA for the hosts with credentials", "cert", certFile)
+		}
+	}
+	certPEM, err := os.ReadFile(certFile)
+	if err != nil {
+		return nil, &ConfigError{Key: "egress.ca_cert_file", Msg: err.Error()}
+	}
+	keyPEM, err := os.ReadFile(keyFile)
+	if err != nil {
+		return nil, &ConfigError{Key: "egress.ca_key_file", Msg: err.Error()}
+	}
+	ca, err := egress.ParseCA(certPEM, keyPEM)
+	if err != nil {
+		return nil, &ConfigError{Key: "egress.ca_cert_file", Msg: fmt.Sprintf("%s: %v", certFile, err)}
+	}
+	return ca, nil
+}
+
+// upstreamRoots are the roots the hosts with credentials are verified
+// against: the system's, and those of file (egress.upstream_ca_file).
+func upstreamRoots(file string) (*x509.CertPool, error) {
+	pool, err := x509.SystemCertPool()
+	if err != nil || pool == nil {
+		pool = x509.NewCertPool()
+	}
+	if file == "" {
+		return pool, nil
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, &ConfigError{Key: "egress.upstream_ca_file", Msg: err.Error()}
+	}
+	if !pool.AppendCertsFromPEM(data) {
+		return nil, &ConfigError{Key: "egress.upstream_ca_file", Msg: file + " holds no PEM certificate"}
+	}
+	return pool, nil
+}
+
+// systemRootFiles are where Linux distributions keep the system's roots,
+// as Go's crypto/x509 looks for them.
+var systemRootFiles = []string{
+	"/etc/ssl/certs/ca-certificates.crt",
+	"/etc/pki/tls/certs/ca-bundle.crt",
+	"/etc/ssl/ca-bundle.pem",
+	"/etc/pki/tls/cacert.pem",
+	"/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem",
+	"/etc/ssl/cert.pem",
+}
+
+// systemRoots returns the system's roots as PEM, for the sandbox's
+// bundle: with Baton's CA added, its TLS clients still trust every other
+// host.
+func systemRoots(log *slog.Logger) []byte {
+	for _, f := range systemRootFiles {
+		if b, err := os.ReadFile(f); err == nil {
+			return b
+		}
+	}
+	log.Warn("no system CA bundle found: commands in the sandbox trust only Baton's CA, and TLS to hosts without credentials fails")
+	return nil
 }
 
 // bridgeBinary is the binary the sandbox runs as its egress bridge: this

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net/http"
@@ -225,6 +226,11 @@ func TestEgressConfigErrors(t *testing.T) {
 		{"egress:\n  allow:\n    - host: github.com\n      piece: [chat]\n", "egress.allow[0].piece: unknown key"},
 		{"egress:\n  default: allow\n", "egress.default: must be one of deny | ask"},
 		{"egress:\n  allow: [github.com]\n  max_bytes: 0\n", "egress.max_bytes: must be positive"},
+		{"egress:\n  credentials:\n    - host: api.github.com\n      header: Bearer abc\n", "egress.credentials[0].header: must be Name: value"},
+		{"egress:\n  credentials:\n    - host: api.github.com\n      header: \"Authorization: Bearer ${BATON_TEST_UNSET_TOKEN}\"\n", "egress.credentials[0].header: ${BATON_TEST_UNSET_TOKEN} is not set"},
+		{"egress:\n  credentials:\n    - host: api.github.com\n", "egress.credentials[0]: needs a header"},
+		{"egress:\n  credentials:\n    - host: https://api.github.com\n      username: u\n      password: p\n", "egress.credentials[0].host"},
+		{"egress:\n  ca_cert_file: ca.pem\n", "egress.ca_key_file: egress.ca_cert_file and egress.ca_key_file go together"},
 	} {
 		t.Run(tc.want, func(t *testing.T) {
 			conf := writeConfig(t, tc.config)
@@ -234,4 +240,76 @@ func TestEgressConfigErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestEgressCredentialFromBash: against a local HTTPS server of its own
+// test CA (egress.upstream_ca_file), curl in the sandbox arrives with the
+// configured Authorization header, while the sandbox's environment, every
+// process's environment and command line, and every file it can read
+// (the host's read-only system directories aside) hold no trace of the
+// token; nor do the model's requests or Baton's output.
+func TestEgressCredentialFromBash(t *testing.T) {
+	const token = "tok-7f3a9c0e5b2d4186"
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+token {
+			http.Error(w, "auth-missing", http.StatusUnauthorized)
+			return
+		}
+		fmt.Fprint(w, "auth-ok-4d2")
+	}))
+	t.Cleanup(srv.Close)
+	hostport := strings.TrimPrefix(srv.URL, "https://")
+	caFile := filepath.Join(t.TempDir(), "upstream-ca.pem")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n := egressNewcomer(t, fmt.Sprintf("egress:\n  allow: [%q]\n  upstream_ca_file: %s\n  credentials:\n"+
+		"    - host: %q\n      header: \"Authorization: Bearer ${EGRESS_TEST_TOKEN}\"\n", hostport, caFile, hostport))
+	n.env["EGRESS_TEST_TOKEN"] = token
+	// The pattern is put together by printf, so that no command line
+	// holds the token.
+	pattern := `printf '%s%s\n' ` + token[:8] + ` ` + token[8:]
+	n.srv.Script(
+		bashStep("curl -sS --max-time 20 https://"+hostport+"/; echo; curl -sS --max-time 20 -o /dev/null -w 'plain=%{http_code}' http://"+hostport+"/"),
+		bashStep(pattern+" | grep -rlsI --devices=skip --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev --exclude-dir=usr --exclude-dir=opt -f - /; "+
+			pattern+" | grep -las -f - /proc/[0-9]*/environ /proc/[0-9]*/cmdline; "+
+			"env | grep -c -f <("+pattern+"); echo \"ca=$SSL_CERT_FILE\"; echo scanned"),
+		llmtest.Transition("COMPLETE", "Fetched."),
+	)
+	code, stdout, stderr := n.run("fetch the private page")
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	res := n.results()
+	if len(res) != 2 {
+		t.Fatalf("%d tool results, want 2: %q", len(res), res)
+	}
+	if !strings.Contains(res[0], "auth-ok-4d2") || !strings.Contains(res[0], "plain=") || strings.Contains(res[0], "plain=200") {
+		t.Errorf("curl with the credential added on the way: %q", res[0])
+	}
+	if !strings.HasPrefix(res[1], "0\nca=/run/baton/ca-bundle.pem\nscanned\n") {
+		t.Errorf("the sandbox holds a trace of the token: %q", res[1])
+	}
+	for _, r := range n.srv.Requests() {
+		for _, m := range r.Messages {
+			if strings.Contains(m.Text(), token) {
+				t.Errorf("the model was sent the token: %q", m.Text())
+			}
+		}
+	}
+	if strings.Contains(stdout+stderr, token) {
+		t.Errorf("Baton's output holds the token:\n%s\n%s", stdout, stderr)
+	}
+	task, ws := workspaceOf(t, stderr)
+	if evs := n.events(task, "egress"); len(evs) == 0 || !strings.HasPrefix(evs[0], "allowed CONNECT "+hostport) {
+		t.Errorf("egress events: %q", evs)
+	}
+	filepath.WalkDir(ws, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if b, _ := os.ReadFile(p); strings.Contains(string(b), token) {
+				t.Errorf("%s holds the token", p)
+			}
+		}
+		return nil
+	})
 }
