@@ -522,3 +522,57 @@ func readFile(p string) (string, error) {
 	b, err := os.ReadFile(p)
 	return string(b), err
 }
+
+// TestThousandConnections: a client that opens 1,000 connections at once
+// gets MaxOpen of them served and the rest refused with 429 at once; the
+// session serves again once they are gone.
+func TestThousandConnections(t *testing.T) {
+	_, hostport := nonceServer(t, "after")
+	r := newRig(t, Config{MaxOpen: 16, HeaderTimeout: 20 * time.Second}, nil, hostport)
+	var wg sync.WaitGroup
+	var refused, other atomic.Int64
+	conns := make(chan net.Conn, 1000)
+	for range 1000 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := net.Dial("tcp", r.addr)
+			if err != nil {
+				other.Add(1)
+				return
+			}
+			conns <- c
+			c.SetReadDeadline(time.Now().Add(2 * time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			switch {
+			case err == nil && resp.StatusCode == http.StatusTooManyRequests:
+				refused.Add(1)
+			case err != nil: // held open: one of the 16, silent until it times out
+			default:
+				other.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	close(conns)
+	// Refused ones count while they are answered: fewer than 16 may have
+	// been held, never more.
+	if n := refused.Load(); other.Load() != 0 || n < 1000-16 || n == 1000 {
+		t.Errorf("%d refused with 429, %d other outcomes; want 984 to 999 refused", n, other.Load())
+	}
+	for c := range conns {
+		c.Close()
+	}
+	for deadline := time.Now().Add(20 * time.Second); r.s.openCount() > 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	resp, err := r.client().Get("http://" + hostport + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.HasPrefix(string(body), "after") {
+		t.Errorf("after the flood: %d %q", resp.StatusCode, body)
+	}
+}
