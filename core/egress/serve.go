@@ -69,11 +69,10 @@ func (s *Session) serveConn(c net.Conn) {
 		start := time.Now()
 		req, err := http.ReadRequest(br)
 		if err != nil {
-			if !first && (errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed)) {
+			// A client that leaves, or keeps a connection idle after a
+			// request, is no news.
+			if !first || errors.Is(err, io.EOF) {
 				return
-			}
-			if first && errors.Is(err, io.EOF) {
-				return // connected and left without a word
 			}
 			s.refuse(c, nil, Record{Method: "?"}, start, badRequest(err))
 			return

@@ -172,7 +172,11 @@ func egressDetail(r egress.Record) string {
 	if strings.Contains(host, ":") {
 		host = "[" + host + "]"
 	}
-	fmt.Fprintf(&b, "%s %s %s:%d", r.Outcome, r.Method, host, r.Port)
+	if r.Host == "" {
+		fmt.Fprintf(&b, "%s request", r.Outcome) // none could be read
+	} else {
+		fmt.Fprintf(&b, "%s %s %s:%d", r.Outcome, r.Method, host, r.Port)
+	}
 	if r.Rule != "" {
 		fmt.Fprintf(&b, " (%s)", r.Rule)
 	}
