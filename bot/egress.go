@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -404,6 +405,29 @@ func systemRoots(log *slog.Logger) []byte {
 	}
 	log.Warn("no system CA bundle found: commands in the sandbox trust only Baton's CA, and TLS to hosts without credentials fails")
 	return nil
+}
+
+// egressCheck is baton doctor's line on the egress proxy (configured):
+// whether Bash's commands will reach it, and with what.
+func egressCheck(cfg Config, sb *sandbox.Sandbox, sbErr error) check {
+	const name = "sandbox.egress"
+	c := cfg.Egress
+	switch {
+	case sbErr != nil || sb == nil:
+		return warning(name, "egress is configured, but without a working sandbox no command uses the proxy", "see the sandbox line")
+	case !sb.Isolated():
+		return warning(name, "egress is configured, but Bash is disabled or runs on the host (tools.bash.sandbox): commands do not go through the proxy", "see the sandbox line")
+	case bridgeBinary(cfg, slog.New(slog.DiscardHandler)) == "":
+		return failure(name, "the baton binary cannot be found to run as the sandbox's egress bridge", "run baton from a path that os.Executable can find")
+	}
+	detail := fmt.Sprintf("Bash reaches the network through the egress proxy only: %d allow and %d deny entries, default %s", len(c.Allow), len(c.Deny), c.Default)
+	if n := len(c.Credentials); n > 0 {
+		detail += fmt.Sprintf("; credentials for %d hosts, added over TLS Baton terminates", n)
+	}
+	if _, err := exec.LookPath("curl"); err != nil {
+		return warning(name, detail+"; curl is not installed, the client agents reach for first", "install curl")
+	}
+	return passed(name, detail)
 }
 
 // bridgeBinary is the binary the sandbox runs as its egress bridge: this

@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -312,4 +314,24 @@ func TestEgressCredentialFromBash(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestEgressDoctor: baton doctor says whether Bash's commands go through
+// the proxy.
+func TestEgressDoctor(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Egress.Allow = []EgressEntry{{Host: "pypi.org:443"}}
+	cfg.Egress.Credentials = []EgressCredential{{Host: "api.github.com", Header: "Authorization: Bearer x"}}
+	if c := egressCheck(cfg, nil, errors.New("no bwrap")); c.Status != statusWarn || !strings.Contains(c.Detail, "no command uses the proxy") {
+		t.Errorf("without a sandbox: %+v", c)
+	}
+	needBwrap(t)
+	cfg.DataDir = sandboxtest.Dir(t)
+	sb, err := openSandbox(context.Background(), cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := egressCheck(cfg, sb, nil); c.Status != statusOK || !strings.Contains(c.Detail, "1 allow and 0 deny entries, default deny; credentials for 1 hosts") {
+		t.Errorf("with the sandbox: %+v", c)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/baton-bot/baton/core/egress"
 	"github.com/baton-bot/baton/core/engine"
 	"github.com/baton-bot/baton/core/llmtest"
+	"github.com/baton-bot/baton/core/policy"
 	"github.com/baton-bot/baton/core/sandbox"
 )
 
@@ -194,5 +196,35 @@ func TestEgressAsk(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestEgressAskConsultsPolicy: a connection egress asks about is put to
+// the approvals policy first: a configured rule naming the egress tool
+// decides it without asking anyone (a stored "always allow" answers the
+// same way: core/chat's TestEgressApprovalAlwaysAllows).
+func TestEgressAskConsultsPolicy(t *testing.T) {
+	denied, allowed := nonceServer(t, "nonce-denied"), nonceServer(t, "nonce-allowed")
+	ask := egress.Policy{Ask: true, Allow: []egress.Rule{rule(t, "127.0.0.1:1")}}
+	exact := func(hp string) *regexp.Regexp { return regexp.MustCompile(policy.AlwaysPattern(hp)) }
+	var f *fixture
+	f = newFixture(t, nil, withEgress(t, ask), withRules(&f,
+		policy.Rule{Tool: engine.EgressTool, Match: exact(denied), Action: policy.Deny},
+		policy.Rule{Tool: engine.EgressTool, Match: exact(allowed), Action: policy.Allow}))
+	f.srv.Script(curl(denied), curl(allowed), llmtest.Transition("COMPLETE", "done"))
+	j := f.start("chat", "fetch")
+	if fin := f.run(j); fin.To != core.JobSucceeded {
+		t.Fatalf("finish = %+v, want no park", fin)
+	}
+	reqs := f.srv.Requests()
+	if got := resultsOf(reqs[1]); strings.Contains(got, "nonce-denied") || strings.Contains(got, "approval") {
+		t.Errorf("a connection a configured rule denies: %q", got)
+	}
+	if got := resultsOf(reqs[2]); !strings.Contains(got, "nonce-allowed") {
+		t.Errorf("a connection a configured rule allows: %q", got)
+	}
+	evs := f.egressEvents(j)
+	if len(evs) != 2 || !strings.HasPrefix(evs[0], "denied GET "+denied+" (approvals.rules[0])") || !strings.HasPrefix(evs[1], "allowed GET "+allowed+" (approvals.rules[1])") {
+		t.Errorf("egress events: %q", evs)
 	}
 }
