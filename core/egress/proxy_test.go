@@ -208,9 +208,10 @@ func TestRefusals(t *testing.T) {
 		"mixed.test":   "127.0.0.1,10.0.0.1",
 		"meta.test":    "169.254.169.254",
 		"localhost":    "127.0.0.1,::1",
+		"ports.test":   "93.184.215.14",
 	})
 	r := newRig(t, Config{Resolver: res, Policy: Policy{Deny: []Rule{mustRule(t, "bad.allowed.test")}}}, nil,
-		"allowed.test", "mixed.test", "meta.test", "*.allowed.test", "localhost")
+		"allowed.test", "mixed.test", "meta.test", "*.allowed.test", "localhost", "ports.test:443")
 	for _, tc := range []struct {
 		target, status, reason string
 	}{
@@ -224,6 +225,7 @@ func TestRefusals(t *testing.T) {
 		{"nowhere.allowed.test:443", "502", "cannot resolve nowhere.allowed.test"},
 		{"127.0.0.1", "400", "host:port"},
 		{"[::1]:6379", "403", "no egress.allow entry"},
+		{"ports.test:22", "403", "no egress.allow entry covers ports.test:22"},
 	} {
 		t.Run(tc.target, func(t *testing.T) {
 			status, _, _ := r.connect(t, tc.target)
@@ -232,7 +234,7 @@ func TestRefusals(t *testing.T) {
 			}
 		})
 	}
-	for _, rec := range r.audit.wait(t, 10) {
+	for _, rec := range r.audit.wait(t, 11) {
 		if rec.Outcome != Denied || rec.Reason == "" || rec.Addr != "" {
 			t.Errorf("a refused connection audited as %+v", rec)
 		}
