@@ -17,8 +17,9 @@ import (
 
 // The egress proxy in the agent loop. A job run has one session of the
 // proxy; its Bash commands connect through it. A host the configuration
-// asks about is decided as a tool call is: the gate's stored
-// "always allow" rules first, then a person. The durable wait parks the
+// asks about is decided as a tool call is: the gate first (a configured
+// approvals rule naming EgressTool, a stored "always allow" of the
+// channel), then a person. The durable wait parks the
 // job, and a parked job holds no process: a connection cannot stay open
 // across it. So the connection is refused at once (the client is told to
 // retry once approved), the call's result says that a person was asked,
