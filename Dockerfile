@@ -1,5 +1,6 @@
 # Baton: a static binary on a small Debian runtime that has what the agent's
-# tools need (bash, git, coreutils, bubblewrap for the Bash sandbox).
+# tools need (bash, git, coreutils, bubblewrap for the Bash sandbox, curl for
+# the hosts egress.allow opens).
 
 FROM golang:1.26 AS build
 WORKDIR /src
@@ -12,7 +13,7 @@ RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}"
 FROM debian:bookworm-slim
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      bash git coreutils ca-certificates bubblewrap \
+      bash git coreutils ca-certificates bubblewrap curl \
  && rm -rf /var/lib/apt/lists/*
 RUN useradd --create-home --uid 10001 --shell /bin/bash baton \
  && mkdir -p /data/data \
@@ -27,7 +28,7 @@ WORKDIR /data
 USER baton
 VOLUME ["/data/data"]
 EXPOSE 8080
-# No curl in the image: bash's /dev/tcp asks /healthz on the default
+# The health check needs no curl: bash's /dev/tcp asks /healthz on the default
 # http.addr (127.0.0.1:8080). Change the port here if you move http.addr, or
 # to admin.addr's port when that is set (health moves there).
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \

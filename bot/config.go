@@ -43,6 +43,7 @@ type Config struct {
 	Queue      QueueConfig      `yaml:"queue"`
 	Workers    WorkersConfig    `yaml:"workers"`
 	Tools      ToolsConfig      `yaml:"tools"`
+	Egress     EgressConfig     `yaml:"egress"`
 	Files      FilesConfig      `yaml:"files"`
 	Workspaces WorkspacesConfig `yaml:"workspaces"`
 	HTTP       HTTPConfig       `yaml:"http"`
@@ -352,6 +353,11 @@ func DefaultConfig() Config {
 				MaxProcesses: 256, MaxMemoryBytes: 2 << 30, MaxOpenFiles: 1024, MaxFileBytes: 1 << 30,
 			},
 		},
+		Egress: EgressConfig{
+			Default: "deny", Allow: []EgressEntry{}, Deny: []EgressEntry{}, Credentials: []EgressCredential{},
+			MaxConnections: 1000, MaxOpenConnections: 64, MaxBytes: 1 << 30,
+			DialTimeout: 10 * time.Second, IdleTimeout: 5 * time.Minute,
+		},
 		Files:      FilesConfig{MaxBytes: 20000000},
 		Workspaces: WorkspacesConfig{Retention: 720 * time.Hour, MaxBytes: 2000000000, MinFreeBytes: 1000000000},
 		HTTP:       HTTPConfig{Addr: "127.0.0.1:8080", MaxConnections: 512},
@@ -464,6 +470,9 @@ func loadConfig(path string, env func(string) string) (Config, Origins, error) {
 		}
 		return Config{}, nil, joinConfigErrors(errs)
 	}
+	if errs := cfg.Egress.expandCredentials(env); len(errs) > 0 {
+		return Config{}, nil, joinConfigErrors(errs)
+	}
 	cfg.resolvePaths(wd, fileDir, origins)
 	return cfg, origins, nil
 }
@@ -520,6 +529,7 @@ func decodeConfig(data []byte, file string, cfg *Config, origins Origins) error 
 	}
 	// What only the file sets is checked here, where its lines are known.
 	errs := append(cfg.Approvals.problems(), cfg.MCP.problems()...)
+	errs = append(errs, cfg.Egress.problems()...)
 	for _, e := range errs {
 		e.File, e.Line = file, lines.of(e.Key)
 	}
@@ -923,7 +933,7 @@ func setScalar(v reflect.Value, s string) error {
 }
 
 // pathKeys are the keys that hold file system paths (resolvePaths).
-var pathKeys = []string{"data_dir", "pieces_dir"}
+var pathKeys = []string{"data_dir", "pieces_dir", "egress.ca_cert_file", "egress.ca_key_file", "egress.upstream_ca_file"}
 
 // resolvePaths makes the relative paths in c absolute: a path the config
 // file wrote against fileDir, the file's directory (so that a config means
@@ -1028,6 +1038,7 @@ func (c Config) Validate() error {
 	v.positive("tools.sandbox.max_memory_bytes", c.Tools.Sandbox.MaxMemoryBytes)
 	v.positive("tools.sandbox.max_open_files", int64(c.Tools.Sandbox.MaxOpenFiles))
 	v.positive("tools.sandbox.max_file_bytes", c.Tools.Sandbox.MaxFileBytes)
+	c.Egress.validate(&v)
 
 	v.positive("files.max_bytes", c.Files.MaxBytes)
 	v.duration("workspaces.retention", c.Workspaces.Retention)

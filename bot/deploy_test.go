@@ -131,7 +131,7 @@ func TestDockerfile(t *testing.T) {
 				installed = append(installed, strings.Fields(strings.Split(after, "&&")[0])...)
 			}
 		}
-		for _, pkg := range []string{"bash", "git", "coreutils", "ca-certificates", "bubblewrap"} {
+		for _, pkg := range []string{"bash", "git", "coreutils", "ca-certificates", "bubblewrap", "curl"} {
 			if !slices.Contains(installed, pkg) {
 				t.Errorf("the runtime stage does not install %s (installs %v)", pkg, installed)
 			}

@@ -360,6 +360,9 @@ func (d *doctor) sandbox(ctx context.Context) []check {
 			out = append(out, passed("sandbox.network", "movements with network: true get user-mode networking (pasta)"))
 		}
 	}
+	if d.cfg.Egress.enabled() {
+		out = append(out, egressCheck(d.cfg, sb, err))
+	}
 	return out
 }
 

@@ -32,6 +32,12 @@ var examples = map[string][]string{
 	"help":       {"baton help run"},
 }
 
+// The sandbox starts sandbox-bridge, not people: its example shows what
+// the sandbox runs.
+func init() {
+	examples["sandbox-bridge"] = []string{"baton sandbox-bridge --socket /run/baton/egress.sock -- curl https://pypi.org/simple/"}
+}
+
 // helpFlag is the -h and --help of every flag set newFlagSet makes: asking
 // for it describes the command instead of running it (see parseArgs).
 type helpFlag struct {

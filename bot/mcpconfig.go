@@ -64,6 +64,26 @@ var mcpServerName = regexp.MustCompile(`^[a-z0-9_-]+$`)
 // envRef finds the ${VAR}s of a value.
 var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 
+// expandEnvRefs returns value (the value of key) with each ${VAR} replaced
+// by Baton's environment's VAR. A variable that is not set (or empty) adds
+// a *ConfigError naming key to errs; got, when not nil, is given each
+// value brought in (a secret to redact).
+func expandEnvRefs(key, value string, env func(string) string, errs *[]*ConfigError, got func(string)) string {
+	return envRef.ReplaceAllStringFunc(value, func(ref string) string {
+		name := ref[2 : len(ref)-1]
+		val, _, err := envValue(env, name)
+		switch {
+		case err != nil:
+			*errs = append(*errs, &ConfigError{Key: key, Msg: err.Error()})
+		case val == "":
+			*errs = append(*errs, &ConfigError{Key: key, Msg: fmt.Sprintf("refers to ${%s}, which is not set in Baton's environment", name)})
+		case got != nil:
+			got(val)
+		}
+		return val
+	})
+}
+
 // expand replaces the ${VAR}s of the servers' url, env and headers with
 // Baton's environment, recording each value brought in among the
 // server's Secrets. A variable that is not set (or empty) is a
@@ -75,20 +95,10 @@ func (c *MCPConfig) expand(env func(string) string) []*ConfigError {
 		s.Secrets = nil
 		key := "mcp.servers." + name
 		sub := func(k, v string) string {
-			return envRef.ReplaceAllStringFunc(v, func(ref string) string {
-				vr := ref[2 : len(ref)-1]
-				val, _, err := envValue(env, vr)
-				switch {
-				case err != nil:
-					errs = append(errs, &ConfigError{Key: k, Msg: err.Error()})
-				case val == "":
-					errs = append(errs, &ConfigError{Key: k, Msg: fmt.Sprintf("refers to ${%s}, which is not set in Baton's environment", vr)})
-				default:
-					if !slices.Contains(s.Secrets, Secret(val)) {
-						s.Secrets = append(s.Secrets, Secret(val))
-					}
+			return expandEnvRefs(k, v, env, &errs, func(val string) {
+				if !slices.Contains(s.Secrets, Secret(val)) {
+					s.Secrets = append(s.Secrets, Secret(val))
 				}
-				return val
 			})
 		}
 		s.URL = sub(key+".url", s.URL)

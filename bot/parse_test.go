@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/baton-bot/baton/core/docparse"
+	"github.com/baton-bot/baton/core/egress"
 	"github.com/baton-bot/baton/core/llmtest"
 
 	"github.com/baton-bot/baton/core/mcp/mcptest"
@@ -18,15 +19,16 @@ import (
 )
 
 // TestMain makes this test binary the parser child when it is run with
-// docparse.Subcommand, through Main as the baton binary is: `baton run`
-// started in-process by a test re-executes os.Executable(), this binary, to
-// parse a document, so the hidden subcommand is tested without building
-// baton.
+// docparse.Subcommand, and the sandbox's egress bridge with
+// egress.BridgeSubcommand, through Main as the baton binary is: `baton
+// run` started in-process by a test re-executes os.Executable(), this
+// binary, to parse a document or to relay a command's connections, so
+// these subcommands are tested without building baton.
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == mcptest.Subcommand {
 		os.Exit(mcptest.Serve(os.Args[2:])) // the MCP test server (baton mcp list)
 	}
-	if len(os.Args) > 1 && os.Args[1] == docparse.Subcommand {
+	if len(os.Args) > 1 && (os.Args[1] == docparse.Subcommand || os.Args[1] == egress.BridgeSubcommand) {
 		bm := NewMain()
 		os.Exit(bm.Report(bm.Run(context.Background(), os.Args[1:])))
 	}

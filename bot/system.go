@@ -22,6 +22,7 @@ import (
 	"github.com/baton-bot/baton/core/chat"
 	"github.com/baton-bot/baton/core/chattext"
 	"github.com/baton-bot/baton/core/docparse"
+	"github.com/baton-bot/baton/core/egress"
 	"github.com/baton-bot/baton/core/engine"
 	"github.com/baton-bot/baton/core/llm"
 	"github.com/baton-bot/baton/core/mcp"
@@ -58,6 +59,7 @@ type system struct {
 	sandbox  *sandbox.Sandbox // of Bash and git, probed at start
 	gate     *policy.Policy   // the approvals policy the engine consults before each tool call
 	mcp      *mcp.Manager     // the MCP servers; nil when none is configured
+	egress   *egress.Proxy    // Bash's way out to the network; nil without egress configured
 	engine   *engine.Engine
 	pool     *worker.Pool
 	dispatch worker.Dispatch
@@ -271,6 +273,7 @@ func openSandbox(ctx context.Context, cfg Config, log *slog.Logger) (*sandbox.Sa
 		},
 		Network:    cfg.Tools.Bash.Network == "allow_pieces",
 		Workspaces: workspaceRoot(cfg),
+		Bridge:     bridgeBinary(cfg, log),
 		Logger:     log,
 	})
 	if err != nil {
@@ -426,6 +429,9 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger, opts systemOpt
 		return nil, joinConfigErrors(errs)
 	}
 	sys.mcp = mcpManager(cfg, sys.metrics, log)
+	if sys.egress, err = sys.openEgress(sb); err != nil {
+		return nil, err
+	}
 	model, err := llm.New(llm.Config{
 		BaseURL: cfg.LLM.BaseURL, APIKey: cfg.LLM.APIKey.Reveal(), Model: cfg.LLM.Model,
 		Timeout: cfg.LLM.RequestTimeout, MaxRetries: cfg.LLM.MaxRetries, Logger: log,
@@ -492,6 +498,7 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger, opts systemOpt
 		Floor: sys.floor, Gate: sys.gate, ApprovalTimeout: cfg.Approvals.Timeout,
 		Sandbox: sb, Observer: observer, Meter: sys.metrics, Logger: log,
 		Externals: sys.externals(),
+		Egress:    sys.egress,
 	})
 	if err != nil {
 		return nil, err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/baton-bot/baton/core"
 	"github.com/baton-bot/baton/core/chattext"
+	"github.com/baton-bot/baton/core/engine"
 	"github.com/baton-bot/baton/core/policy"
 )
 
@@ -34,8 +35,11 @@ func approvalRef(key string) string { return "approval:" + key }
 // parking at a: the park opens wait j.WaitSeq+1 (core.JobStore.FinishJob).
 func (s *Service) approvalMsgs(j core.Job, a core.Approval) []core.OutboxMessage {
 	key := core.ApprovalKey(j.ID, j.WaitSeq+1)
-	text := s.say("approval_ask", "tool", a.Tool, "rule", a.Rule, "preview", fence(a.Preview),
-		"timeout", a.Deadline.Sub(a.CreatedAt).Round(time.Minute).String())
+	timeout := a.Deadline.Sub(a.CreatedAt).Round(time.Minute).String()
+	text := s.say("approval_ask", "tool", a.Tool, "rule", a.Rule, "preview", fence(a.Preview), "timeout", timeout)
+	if a.Tool == engine.EgressTool {
+		text = s.say("approval_ask_egress", "host", "`"+a.Subject+"`", "rule", a.Rule, "preview", fence(a.Preview), "timeout", timeout)
+	}
 	buttons := []Button{
 		{Action: actionApprove + ":" + key, Label: s.say("button_approve"), Style: StylePrimary},
 		{Action: actionDeny + ":" + key, Label: s.say("button_deny"), Style: StyleDanger},

@@ -274,6 +274,7 @@ func (s *Service) statusLine(ctx context.Context, task core.Task, j core.Job) (s
 			level = " " + e.Detail + "."
 		}
 	}
+	level += s.egressStatus(evs)
 	var children string
 	kids, err := s.store.Jobs(ctx, core.JobFilter{ParentJobID: j.ID})
 	if err != nil {
@@ -312,6 +313,30 @@ func (s *Service) statusLine(ctx context.Context, task core.Task, j core.Job) (s
 		"iteration", strconv.Itoa(j.Iteration),
 		"tokens", strconv.FormatInt(j.PromptTokens+j.CompletionTokens, 10), "elapsed", elapsed,
 		"level", level, "children", children), nil
+}
+
+// egressStatus sums up the job's connections through the egress proxy
+// (its "egress" events, which begin with the outcome), or "" when it made
+// none.
+func (s *Service) egressStatus(evs []core.JobEvent) string {
+	counts := map[string]int{}
+	var n int
+	var last string
+	for _, e := range evs {
+		if e.Kind != "egress" {
+			continue
+		}
+		n++
+		outcome, _, _ := strings.Cut(e.Detail, " ")
+		counts[outcome]++
+		last = e.Detail
+	}
+	if n == 0 {
+		return ""
+	}
+	return " " + s.say("status_egress", "n", strconv.Itoa(n), "allowed", strconv.Itoa(counts["allowed"]),
+		"denied", strconv.Itoa(counts["denied"]), "asked", strconv.Itoa(counts["asked"]),
+		"last", "`"+strings.ReplaceAll(clipLine(last, 200), "`", "'")+"`")
 }
 
 func orDash(s string) string {

@@ -57,6 +57,12 @@ type checkpoint struct {
 	// Loaded are the external tools the movement loaded (mcp_search), to
 	// offer again when it resumes.
 	Loaded []string `json:"loaded,omitempty"`
+	// Egress is the host:port the movement parked for (egress.go), with
+	// no pending call; EgressApproved and EgressDenied are the hosts
+	// people decided on for the job so far.
+	Egress         string   `json:"egress,omitempty"`
+	EgressApproved []string `json:"egress_approved,omitempty"`
+	EgressDenied   []string `json:"egress_denied,omitempty"`
 }
 
 type metaJSON struct {
@@ -118,20 +124,7 @@ func (pr *pieceRun) channel(ctx context.Context) string {
 // rest are the calls of the same turn after it.
 func (m *movement) parkAt(ctx context.Context, call llm.ToolCall, rest []llm.ToolCall, d policy.Decision) (outcome, error) {
 	pr, e := m.pr, m.pr.e
-	cp := checkpoint{
-		Movement: m.mv.Name, Msgs: m.msgs, Record: m.record, Results: m.results, Compactions: m.compactions,
-		CompactOff: m.compactOff, Called: m.called, Iter: m.iter, TextOnly: m.textOnly, Invalid: m.invalid,
-		LastText: m.lastText, Calls: append([]llm.ToolCall{call}, rest...), Images: m.images, Seen: pr.seen,
-		Loaded: m.loaded,
-	}
-	for _, md := range m.meta {
-		cp.Meta = append(cp.Meta, metaJSON{Kind: md.kind, Masked: md.masked, Seq: md.seq})
-	}
-	for l, fired := range m.meter.fired {
-		if fired {
-			cp.Fired = append(cp.Fired, level(l))
-		}
-	}
+	cp := m.checkpointAt(append([]llm.ToolCall{call}, rest...))
 	data, err := json.Marshal(cp)
 	if err != nil {
 		return outcome{}, fmt.Errorf("checkpoint of movement %s: %w", m.mv.Name, err)
@@ -144,6 +137,26 @@ func (m *movement) parkAt(ctx context.Context, call llm.ToolCall, rest []llm.Too
 		Rule: d.Rule, CreatedAt: now, Deadline: now.Add(e.cfg.ApprovalTimeout),
 	}
 	return outcome{Next: waitApproval, park: &park{approval: a, checkpoint: string(data)}}, nil
+}
+
+// checkpointAt is the movement as it stands, to resume at calls.
+func (m *movement) checkpointAt(calls []llm.ToolCall) checkpoint {
+	cp := checkpoint{
+		Movement: m.mv.Name, Msgs: m.msgs, Record: m.record, Results: m.results, Compactions: m.compactions,
+		CompactOff: m.compactOff, Called: m.called, Iter: m.iter, TextOnly: m.textOnly, Invalid: m.invalid,
+		LastText: m.lastText, Calls: calls, Images: m.images, Seen: m.pr.seen,
+		Loaded: m.loaded,
+	}
+	for _, md := range m.meta {
+		cp.Meta = append(cp.Meta, metaJSON{Kind: md.kind, Masked: md.masked, Seq: md.seq})
+	}
+	for l, fired := range m.meter.fired {
+		if fired {
+			cp.Fired = append(cp.Fired, level(l))
+		}
+	}
+	cp.EgressApproved, cp.EgressDenied = m.pr.egressDecided()
+	return cp
 }
 
 // waitApproval is the outcome of a movement parked for an approval: not a
@@ -178,7 +191,11 @@ func (pr *pieceRun) resumeMovement(ctx context.Context, mv *piece.Movement, cp c
 	}
 	// What people wrote while the job waited is news to the agent.
 	pr.seen = cp.Seen
+	pr.egressRestore(cp)
 	defer func() { pr.writeMovementLog(mv.Name, m.record) }()
+	if cp.Egress != "" {
+		return pr.resumeEgress(ctx, m, cp.Egress, a)
+	}
 	if len(cp.Calls) == 0 {
 		return outcome{}, errors.New("checkpoint without its pending call")
 	}

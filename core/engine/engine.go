@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/baton-bot/baton/core"
+	"github.com/baton-bot/baton/core/egress"
 	"github.com/baton-bot/baton/core/llm"
 	"github.com/baton-bot/baton/core/piece"
 	"github.com/baton-bot/baton/core/policy"
@@ -280,6 +281,11 @@ type Config struct {
 	ApprovalTimeout time.Duration
 	Now             func() time.Time
 	Logger          *slog.Logger
+
+	// Egress is the egress proxy: each job run gets a session of it, and
+	// its Bash commands their way out through it (see egress.go); nil:
+	// commands have no network unless a movement grants it.
+	Egress *egress.Proxy
 }
 
 func (c *Config) setDefaults() {
@@ -375,6 +381,7 @@ func (e *Engine) Run(ctx context.Context, r *worker.Run) (core.Finish, error) {
 			}
 		}()
 	}
+	defer run.closeEgress()
 	defer run.step(ctx, Step{Kind: StepDone})
 	fin, err := run.run(ctx)
 	fin.SeenCommentID = run.seen

@@ -74,9 +74,16 @@ func newFixture(t testing.TB, pieces map[string]string, opts ...option) *fixture
 			t.Fatal(err)
 		}
 	}
+	cfg := engine.Config{Model: "test-model", Location: time.UTC, Now: func() time.Time { return fixed }, ContextWindow: 100000, MaxOutputTokens: 1000}
+	for _, o := range opts {
+		o(&cfg)
+	}
 	sb, err := sandbox.New(context.Background(), sandbox.Config{Mode: sandbox.None})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if s, ok := cfg.Sandbox.(*sandbox.Sandbox); ok && cfg.Egress != nil {
+		sb = s // Bash's commands reach the proxy only from inside the sandbox
 	}
 	bash, err := tools.NewBash(tools.BashConfig{Sandbox: sb})
 	if err != nil {
@@ -91,10 +98,6 @@ func newFixture(t testing.TB, pieces map[string]string, opts ...option) *fixture
 	client, err := llm.New(llm.Config{BaseURL: srv.URL(), APIKey: "test-key", Model: "test-model", MaxRetries: 0})
 	if err != nil {
 		t.Fatal(err)
-	}
-	cfg := engine.Config{Model: "test-model", Location: time.UTC, Now: func() time.Time { return fixed }, ContextWindow: 100000, MaxOutputTokens: 1000}
-	for _, o := range opts {
-		o(&cfg)
 	}
 	eng, err := engine.New(client, st, lib, box, tokens.Default(), cfg)
 	if err != nil {

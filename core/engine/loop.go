@@ -260,6 +260,7 @@ func (m *movement) loop(ctx context.Context) (outcome, error) {
 // invalid calls, or a park at a call that waits for an approval.
 func (m *movement) runCalls(ctx context.Context, calls []llm.ToolCall) (out outcome, done bool, err error) {
 	pr, e := m.pr, m.pr.e
+	pr.egressTurn()
 	for i, call := range calls {
 		if call.Name == transitionTool {
 			out, problem := pr.parseTransition(call.Arguments, m.next)
@@ -302,6 +303,9 @@ func (m *movement) runCalls(ctx context.Context, calls []llm.ToolCall) (out outc
 		// in tool results.
 		m.add(llm.Message{Role: llm.RoleUser, Parts: append([]llm.Part{{Type: llm.PartText, Text: e.text.msg("image_message")}}, m.images...)})
 		m.images = nil
+	}
+	if out, parked, err := m.parkForEgress(ctx); parked || err != nil {
+		return out, parked, err
 	}
 	if m.invalid >= invalidLimit {
 		return m.forced(m.lastText, e.text.fill("forced_invalid", map[string]string{"n": strconv.Itoa(m.invalid)})), true, nil
@@ -420,6 +424,7 @@ func (m *movement) callTool(ctx context.Context, call llm.ToolCall) (tools.Resul
 		// the tool counts with the tokenizer.
 		TokenizerBudget: tools.Budget(m.meter.window, m.meter.used(), e.cfg.MaxOutputTokens, e.cfg.ToolResultMaxTokens, m.meter.factor),
 		Network:         m.mv.Network,
+		Egress:          pr.egressTools(ctx),
 		Tokens:          e.tokens,
 		Logger:          pr.log,
 		Texts:           e.text.cat,
@@ -436,7 +441,7 @@ func (m *movement) callTool(ctx context.Context, call llm.ToolCall) (tools.Resul
 	}
 	if !refused {
 		pr.step(ctx, Step{Kind: StepTool, Tool: call.Name, Subject: policy.Subject(call.Name, call.Arguments)})
-		start := time.Now()
+		start, asked := time.Now(), len(pr.egressAsked())
 		res = tools.Safe(ctx, t, env, args)
 		if e.cfg.Meter != nil {
 			label := call.Name
@@ -447,6 +452,9 @@ func (m *movement) callTool(ctx context.Context, call llm.ToolCall) (tools.Resul
 		}
 		for _, name := range res.Load {
 			m.load(name)
+		}
+		if note := pr.egressNote(pr.egressAsked()[asked:]); note != "" {
+			res.Text = strings.TrimSpace(res.Text + "\n\n" + note)
 		}
 	}
 	if err := context.Cause(ctx); err != nil && ctx.Err() != nil {

@@ -76,6 +76,8 @@ type pieceRun struct {
 	compactions      int // in the current movement
 	promptTokens     int64
 	completionTokens int64
+
+	egress *egressRun // guarded by mu: the egress proxy's session and decisions; nil until used
 }
 
 func (e *Engine) newPieceRun(ctx context.Context, r *worker.Run, p *piece.Piece) (*pieceRun, error) {

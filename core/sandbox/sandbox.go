@@ -22,6 +22,12 @@
 // Network, when granted, is a namespace of its own with user-mode
 // networking (pasta): the host's loopback, its own addresses and private
 // ranges are unreachable.
+//
+// A command given the egress proxy instead (Spec.Egress) keeps a network
+// namespace with nothing but its loopback, where the bridge (the baton
+// binary, handed in read-only as descriptor 3) listens and relays to the
+// proxy's socket bound in; the proxy variables point at it. See
+// core/egress.
 package sandbox
 
 import (
@@ -31,11 +37,14 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/baton-bot/baton/core/egress"
 )
 
 // Modes of Config.Mode.
@@ -99,7 +108,13 @@ type Config struct {
 	BwrapPath, PrlimitPath, PastaPath, IPPath string
 	// Path is the PATH a command sees (default: the usual system
 	// directories).
-	Path   string
+	Path string
+	// Bridge is a binary that runs egress.Bridge when given
+	// egress.BridgeSubcommand (the baton binary): what Spec.Egress needs.
+	// It is opened once, by New, and handed to each such command as a
+	// read-only descriptor, wherever it is installed. "": commands cannot
+	// be given the egress proxy.
+	Bridge string
 	Logger *slog.Logger
 }
 
@@ -120,6 +135,7 @@ type Sandbox struct {
 	// asRoot: Baton's euid is 0, so bubblewrap starts as cfg.UID/GID.
 	asRoot bool
 	cgroup *cgroups // nil when no cgroup v2 subtree is delegated
+	bridge *os.File // Config.Bridge, open; nil without
 	seq    atomic.Int64
 }
 
@@ -187,6 +203,14 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 		return s, nil
 	}
 	s.cgroup = detectCgroups(s.log)
+	if cfg.Bridge != "" {
+		f, err := os.Open(cfg.Bridge) // kept open for the life of the process
+		if err != nil {
+			s.log.Warn("commands cannot be given the egress proxy: its bridge cannot be opened", "bridge", cfg.Bridge, "err", err)
+		} else {
+			s.bridge = f
+		}
+	}
 	if cfg.Network {
 		if err := s.probeNetwork(ctx); err != nil {
 			s.netErr = err
@@ -238,10 +262,46 @@ type Spec struct {
 	Binds   []Bind
 	Env     []string // the whole environment: nothing of Baton's is passed
 	Network bool     // refused unless Network() is nil
-	Limits  *Limits  // nil: Config.Limits
+	// Egress, when set, gives the command the egress proxy as its only
+	// way out (not with Network). Outside bubblewrap (mode none) it is
+	// left out: such a command has the host's network.
+	Egress *Egress
+	Limits *Limits // nil: Config.Limits
 	// NoCgroup keeps the command out of a cgroup of its own, for callers
 	// that never Close it and rely on its rlimits (the parser child).
 	NoCgroup bool
+}
+
+// Egress is a command's way out through the egress proxy: the session's
+// endpoint (egress.Endpoint).
+type Egress struct {
+	Socket string // host path of the session's Unix socket
+	CAFile string // host path of the CA bundle its TLS clients trust; "": the system's
+}
+
+// Paths inside the sandbox of a command given the egress proxy.
+const (
+	caBundle = "/run/baton/ca-bundle.pem"
+	bridgeFD = "/proc/self/fd/3" // the bridge binary, Cmd.ExtraFiles[0]
+)
+
+// egressEnv is what a command given the egress proxy finds in its
+// environment: every proxy variable, in both cases, at the bridge, with
+// no exception, and, with a CA bundle, the variables TLS clients read it
+// from (OpenSSL, git, Python requests and pip, Node, curl).
+func egressEnv(eg *Egress) []string {
+	proxy := "http://" + egress.BridgeAddr
+	var env []string
+	for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"} {
+		env = append(env, k+"="+proxy, strings.ToLower(k)+"="+proxy)
+	}
+	env = append(env, "NO_PROXY=", "no_proxy=")
+	if eg.CAFile != "" {
+		for _, k := range []string{"SSL_CERT_FILE", "GIT_SSL_CAINFO", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS", "CURL_CA_BUNDLE"} {
+			env = append(env, k+"="+caBundle)
+		}
+	}
+	return env
 }
 
 // Cmd is a command ready to start. It runs in its own process group,
@@ -277,6 +337,17 @@ func (s *Sandbox) Command(ctx context.Context, spec Spec) (*Cmd, error) {
 	if spec.Network && s.netErr != nil {
 		return nil, fmt.Errorf("sandbox: network refused: %w", s.netErr)
 	}
+	if !s.Isolated() {
+		spec.Egress = nil
+	}
+	if spec.Egress != nil {
+		switch {
+		case spec.Network:
+			return nil, errors.New("sandbox: a command is given the network or the egress proxy, not both")
+		case s.bridge == nil:
+			return nil, errors.New("sandbox: the egress proxy's bridge is not available (Config.Bridge)")
+		}
+	}
 	lim := s.cfg.Limits
 	if spec.Limits != nil {
 		lim = *spec.Limits
@@ -284,6 +355,11 @@ func (s *Sandbox) Command(ctx context.Context, spec Spec) (*Cmd, error) {
 	argv := spec.Argv
 	if s.prlimit != "" {
 		argv = append(prlimitArgs(s.prlimit, lim, s.Isolated()), argv...)
+	}
+	if spec.Egress != nil {
+		// The bridge runs first, outside the rlimits meant for the
+		// command, and starts it once it listens.
+		argv = egress.BridgeArgs(bridgeFD, egress.BridgeSocket, argv)
 	}
 	var cmd *exec.Cmd
 	switch {
@@ -310,6 +386,9 @@ func (s *Sandbox) Command(ctx context.Context, spec Spec) (*Cmd, error) {
 	}
 	cmd.Cancel = func() error { return killGroup(cmd) }
 	cmd.WaitDelay = WaitDelay
+	if spec.Egress != nil {
+		cmd.ExtraFiles = []*os.File{s.bridge}
+	}
 	c := &Cmd{Cmd: cmd}
 	if s.cgroup != nil && s.Isolated() && !spec.NoCgroup {
 		fd, cleanup, err := s.cgroup.child(strconv.FormatInt(s.seq.Add(1), 10), lim)
@@ -354,6 +433,15 @@ func (s *Sandbox) bwrapArgs(spec Spec, lim Limits, argv []string) []string {
 		}
 		args = append(args, op, b.Path, b.Path)
 	}
+	env := spec.Env
+	if eg := spec.Egress; eg != nil {
+		// A socket bound read-only can still be connected to.
+		args = append(args, "--ro-bind", eg.Socket, egress.BridgeSocket)
+		if eg.CAFile != "" {
+			args = append(args, "--ro-bind", eg.CAFile, caBundle)
+		}
+		env = append(slices.Clip(env), egressEnv(eg)...)
+	}
 	args = append(args, "--unshare-all", "--unshare-user", "--disable-userns")
 	if spec.Network {
 		args = append(args, "--share-net") // pasta's namespace, made before bwrap starts
@@ -365,7 +453,7 @@ func (s *Sandbox) bwrapArgs(spec Spec, lim Limits, argv []string) []string {
 		args = append(args, "--chdir", spec.Dir)
 	}
 	args = append(args, "--clearenv")
-	for _, kv := range spec.Env {
+	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
 		args = append(args, "--setenv", k, v)
 	}

@@ -59,7 +59,7 @@ type BashConfig struct {
 // killed on timeout and on cancellation, with a scrubbed environment, inside
 // the sandbox (read-only system, writable workspace except logs/, private
 // /tmp, resource limits, no network unless Env.Network and the sandbox
-// grants it). Output is held in memory as head and tail only; a copy capped
+// grants it, or the egress proxy alone when Env.Egress is set). Output is held in memory as head and tail only; a copy capped
 // at KeptBytes is kept under logs/bash/ when the result had to be cut. Safe
 // for concurrent use.
 type Bash struct {
@@ -195,6 +195,17 @@ func (b *Bash) run(ctx context.Context, env *Env, a bashArgs) (Result, error) {
 		return Result{}, err
 	}
 	environ := []string{"PATH=" + b.cfg.Path, "HOME=" + root, "LANG=" + b.cfg.Lang, "TMPDIR=" + tmp}
+	var eg *sandbox.Egress
+	if env.Egress != nil && !env.Network && b.sb.Isolated() {
+		ep, err := env.Egress.Open(ctx)
+		if err != nil {
+			logFile.Close()
+			env.WS.RemoveLog(logPath)
+			return Result{}, err
+		}
+		defer ep.Close()
+		eg = &sandbox.Egress{Socket: ep.Socket, CAFile: ep.CAFile}
+	}
 	tctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cmd, err := b.sb.Command(tctx, sandbox.Spec{
@@ -203,6 +214,7 @@ func (b *Bash) run(ctx context.Context, env *Env, a bashArgs) (Result, error) {
 		Binds:   []sandbox.Bind{{Path: root, Writable: true}, {Path: filepath.Join(root, workspace.Logs)}},
 		Env:     environ,
 		Network: env.Network,
+		Egress:  eg,
 	})
 	if err != nil {
 		logFile.Close()

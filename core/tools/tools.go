@@ -30,6 +30,7 @@ import (
 	"strings"
 
 	"github.com/baton-bot/baton/core/catalog"
+	"github.com/baton-bot/baton/core/egress"
 	"github.com/baton-bot/baton/core/tokens"
 	"github.com/baton-bot/baton/core/workspace"
 )
@@ -57,8 +58,12 @@ type Env struct {
 	TokenizerBudget int
 	// Network lets Bash reach the network (the movement's network: true).
 	Network bool
-	Tokens  tokens.Counter
-	Logger  *slog.Logger
+	// Egress, when set, is the job's way out through the egress proxy:
+	// Bash gives each sandboxed command an endpoint of it (unless
+	// Network gives the command the network itself).
+	Egress Egress
+	Tokens tokens.Counter
+	Logger *slog.Logger
 	// Texts words the results: notes and errors (nil: English).
 	Texts *catalog.Texts
 }
@@ -95,6 +100,13 @@ func (e *Env) logger() *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}
 	return e.Logger
+}
+
+// Egress opens endpoints of a job's egress session (*egress.Session).
+type Egress interface {
+	// Open returns a new endpoint for one command; close it once the
+	// command has ended.
+	Open(ctx context.Context) (egress.Endpoint, error)
 }
 
 // Image is an image part of a result.
