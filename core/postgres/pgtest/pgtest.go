@@ -107,6 +107,35 @@ func redact(err error, password string) error {
 	return err
 }
 
+// Server returns ServerURL once a connection to it succeeded, for a test
+// that makes its schemas itself (with NewSchema, or through a command that
+// does). With no server answering it skips t, or fails it when
+// BATON_REQUIRE_POSTGRES=1.
+func Server(t testing.TB) string {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(ServerURL())
+	if err != nil {
+		t.Fatal("BATON_TEST_POSTGRES_URL does not parse") // pgx's error may quote the password
+	}
+	cfg.ConnectTimeout = 5 * time.Second
+	conn, err := pgx.ConnectConfig(t.Context(), cfg)
+	if err != nil {
+		unavailable(t, fmt.Errorf("%w at %s:%d: %w", ErrNoServer, cfg.Host, cfg.Port, redact(err, cfg.Password)))
+	}
+	_ = conn.Close(t.Context())
+	return ServerURL()
+}
+
+// unavailable skips t for err, or fails it when BATON_REQUIRE_POSTGRES=1.
+func unavailable(t testing.TB, err error) {
+	t.Helper()
+	msg := fmt.Sprintf("PostgreSQL (BATON_TEST_POSTGRES_URL): %v", err)
+	if os.Getenv("BATON_REQUIRE_POSTGRES") == "1" {
+		t.Fatal(msg + "; BATON_REQUIRE_POSTGRES=1 makes this a failure")
+	}
+	t.Skip(msg + "; skipping (BATON_REQUIRE_POSTGRES=1 makes this a failure)")
+}
+
 // URL returns a URL of ServerURL whose connections use a fresh schema,
 // dropped with all it holds when t ends. With no server answering it
 // skips t, or fails it when BATON_REQUIRE_POSTGRES=1; any other failure
@@ -118,11 +147,7 @@ func URL(t testing.TB) string {
 		t.Fatalf("PostgreSQL (BATON_TEST_POSTGRES_URL): %v", err)
 	}
 	if err != nil {
-		msg := fmt.Sprintf("PostgreSQL (BATON_TEST_POSTGRES_URL): %v", err)
-		if os.Getenv("BATON_REQUIRE_POSTGRES") == "1" {
-			t.Fatal(msg + "; BATON_REQUIRE_POSTGRES=1 makes this a failure")
-		}
-		t.Skip(msg + "; skipping (BATON_REQUIRE_POSTGRES=1 makes this a failure)")
+		unavailable(t, err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

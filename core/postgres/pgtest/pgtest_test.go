@@ -14,9 +14,8 @@ import (
 // TestSchemaIsOwnAndDropped: a connection made with the schema's URL
 // creates its tables in the schema, and Drop removes the schema.
 func TestSchemaIsOwnAndDropped(t *testing.T) {
-	pgtest.URL(t) // skips without a server
 	ctx := t.Context()
-	s, err := pgtest.NewSchema(ctx, pgtest.ServerURL(), "pgtest")
+	s, err := pgtest.NewSchema(ctx, pgtest.Server(t), "pgtest")
 	if err != nil {
 		t.Fatal(err)
 	}
