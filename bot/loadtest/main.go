@@ -72,7 +72,7 @@ type options struct {
 	processes   []int         // worker process counts of the job-rate mode; nil: ingest mode
 	think       time.Duration // job-rate mode: the model's delay before each answer
 	baton       string        // the baton binary; empty: built from this module
-	settle      time.Duration // how long after the last send a job may still be claimed (ingest) or finish (job rate)
+	settle      time.Duration // ingest: how long after the last send a job may still be claimed; job rate: how long the jobs may go without one finishing
 	target      time.Duration // the p99 the ingest run should stay under
 	keep        bool          // keep the work directory (config, store, logs) and a PostgreSQL schema
 	progress    io.Writer     // where the steps are told; nil: nowhere
@@ -100,7 +100,7 @@ func main() {
 	flag.StringVar(&processes, "worker-processes", "", "measure jobs/s with one gateway and each of these counts of worker processes (1,2,4) instead of ingest")
 	flag.DurationVar(&o.think, "think", 50*time.Millisecond, "job rate: how long the model takes before each of a job's three answers")
 	flag.StringVar(&o.baton, "baton", "", "baton binary to run; empty: build this module's")
-	flag.DurationVar(&o.settle, "settle", 60*time.Second, "how long after the last send a job may still be claimed (ingest) or finish (job rate)")
+	flag.DurationVar(&o.settle, "settle", 60*time.Second, "ingest: how long after the last send a job may still be claimed; job rate: how long the jobs may go without one finishing")
 	flag.DurationVar(&o.target, "target", 50*time.Millisecond, "ingest: p99 target")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (config, store, logs) and a PostgreSQL schema")
 	flag.Parse()
