@@ -18,14 +18,17 @@
 //	go run ./bot/loadtest -database-url 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable'
 //
 // Job rate (-worker-processes 1,2,4) measures how many jobs a second
-// worker processes finish: for each count N it starts one `baton gateway`
-// and N `baton worker` processes sharing a store, a Redis queue and a
-// workspace root, sends the events as above, and reads from the store
-// when the jobs started and finished. Each job does a little real work:
-// the model answers three times, each after -think, with a Write of a
-// small file in the task's workspace, a Read of it, and the transition
-// that completes the job (whose summary the gateway posts). The exit
-// status is 1 when a job did not succeed.
+// worker processes finish: for each count N it starts one `baton gateway`,
+// sends it the events as above, waits until their jobs are queued, then
+// starts N `baton worker` processes (each with its own data_dir; they
+// share the store, a Redis queue and a workspace root) and reads from the
+// store when the jobs finished: jobs/s is the rate of the middle 80 % of
+// the finishes (the first and last tenth are the workers' start and the
+// backlog's tail). Each job does a little real work: the model answers
+// three times, each after -think, with a Write of a small file in the
+// task's workspace, a Read of it, and the transition that completes the
+// job (whose summary the gateway posts). The exit status is 1 when a job
+// did not succeed.
 //
 //	go run ./bot/loadtest -worker-processes 1,2,4 -database-url 'postgres://…'
 //

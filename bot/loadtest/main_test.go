@@ -95,6 +95,8 @@ func TestLoadOnPostgres(t *testing.T) {
 // worker processes on PostgreSQL and a Redis of the run's own: every
 // event becomes one job that succeeds once, each job made the scripted
 // model's two tool calls, and the report carries a rate for each count.
+// (That two workers are faster is not asserted: on a busy machine they
+// need not be.)
 func TestJobRate(t *testing.T) {
 	server := pgtest.Server(t)
 	o := options{rate: 10, duration: time.Second, workers: 2, databaseURL: server, processes: []int{1, 2},
@@ -113,7 +115,7 @@ func TestJobRate(t *testing.T) {
 		if r.ToolCalls != 2*r.Succeeded {
 			t.Errorf("%d workers: %d tool calls for %d jobs, want a Write and a Read each", r.Processes, r.ToolCalls, r.Succeeded)
 		}
-		if r.JobsPerSecond <= 0 || r.Window <= 0 || r.CPU <= 0 {
+		if r.JobsPerSecond <= 0 || r.Window <= 0 || r.Drain < r.Window || r.CPU <= 0 {
 			t.Errorf("%d workers: figures missing: %+v", r.Processes, r)
 		}
 		schema, _ := strings.CutPrefix(r.Store, "PostgreSQL schema ")

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -32,10 +33,14 @@ type rateResult struct {
 	Unfinished    int // events whose job did not succeed: failed, never ended or never made
 	ClaimedTwice  int // jobs claimed more than once (redelivered)
 	ToolCalls     int // tool calls the succeeded jobs made, from their events
-	// Window is from the first job's start to the last one's finish, as
-	// the store recorded them; JobsPerSecond is Succeeded over it.
-	Window        time.Duration
+	// Drain is from the first job's start to the last one's finish, as
+	// the store recorded them.
+	Drain time.Duration
+	// JobsPerSecond is the rate of the middle 80 % of the finishes: the
+	// first and last tenth are the workers' start and the backlog's tail.
+	// Window is the time they took.
 	JobsPerSecond float64
+	Window        time.Duration
 	CPU           time.Duration // user + system time of the gateway and the workers
 	Dir           string        // the run's directory, when kept
 }
@@ -54,9 +59,10 @@ func rateReport(res []rateResult, o options) string {
 	}
 	fmt.Fprintf(&b, "store        %s; Redis queue; workers.concurrency %d per worker process\n", store, o.workers)
 	fmt.Fprintf(&b, "a job        3 model answers, each after %s: Write %s, Read it, transition COMPLETE\n", o.think, notesPath)
-	fmt.Fprintf(&b, "events       %d/s for %s, each a new thread\n\n", o.rate, o.duration)
+	fmt.Fprintf(&b, "events       %d/s for %s, each a new thread, sent before the workers start\n", o.rate, o.duration)
+	fmt.Fprintf(&b, "jobs/s       over the middle 80 %% of the finishes; drain: first start to last finish\n\n")
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "workers\tsent\tsucceeded\tnot succeeded\trefused\tclaimed twice\ttool calls/job\twindow\tjobs/s\tCPU ms/job")
+	fmt.Fprintln(tw, "workers\tsent\tsucceeded\tnot succeeded\trefused\tclaimed twice\ttool calls/job\tdrain\tjobs/s\tCPU ms/job")
 	for _, r := range res {
 		var calls, cpu float64
 		if r.Succeeded > 0 {
@@ -64,7 +70,7 @@ func rateReport(res []rateResult, o options) string {
 			cpu = float64(r.CPU.Milliseconds()) / float64(r.Succeeded)
 		}
 		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%.1f\t%.1f s\t%.1f\t%.1f\n", r.Processes, r.Sent, r.Succeeded, r.Unfinished,
-			r.Refused, r.ClaimedTwice, calls, r.Window.Seconds(), r.JobsPerSecond, cpu)
+			r.Refused, r.ClaimedTwice, calls, r.Drain.Seconds(), r.JobsPerSecond, cpu)
 	}
 	tw.Flush()
 	for _, r := range res {
@@ -180,7 +186,7 @@ func runRate(ctx context.Context, o options, rr rateRun) (res rateResult, err er
 
 	// Each process has a data_dir of its own: they share the store, the
 	// queue and the workspace root only.
-	o.say("%d worker process(es) on %s: starting baton gateway and workers (logs in %s)…", rr.processes, res.Store, rr.dir)
+	o.say("%d worker process(es) on %s: starting baton gateway (logs in %s)…", rr.processes, res.Store, rr.dir)
 	start := func(name, sub string) (*process, error) {
 		env := environ(rr.dir, filepath.Join(rr.dir, strings.ReplaceAll(name, " ", "-")), db, rr.redisURL, rr.llmURL, secret)
 		return startBaton(name, rr.bin, rr.dir, filepath.Join(rr.dir, strings.ReplaceAll(name, " ", "-")+".log"), env, sub, "--config", conf)
@@ -202,6 +208,26 @@ func runRate(ctx context.Context, o options, rr rateRun) (res rateResult, err er
 	if err != nil {
 		return res, err
 	}
+	// The backlog first, then the workers: the rate measured is theirs,
+	// not the gateway's intake of events.
+	base := "http://" + addr
+	o.say("sending %d events/s for %s to %s/slack/events…", o.rate, o.duration, base)
+	sent, refused, err := send(ctx, base, secret, o.rate, o.duration)
+	if err != nil {
+		return res, err
+	}
+	res.Sent, res.Refused = len(sent), refused
+	store, err := db.open(ctx)
+	if err != nil {
+		return res, err
+	}
+	defer store.Close()
+	want := int64(len(sent) - refused)
+	if err := await(ctx, store, o.settle, func(total, _ int64) (int64, bool) { return total, total >= want }); err != nil {
+		return res, fmt.Errorf("the gateway's jobs: %w", err)
+	}
+
+	o.say("starting %d worker process(es)…", rr.processes)
 	for i := range rr.processes {
 		w, err := start(fmt.Sprintf("worker %d", i+1), "worker")
 		if err != nil {
@@ -214,22 +240,9 @@ func runRate(ctx context.Context, o options, rr rateRun) (res rateResult, err er
 			return res, err
 		}
 	}
-
-	base := "http://" + addr
-	o.say("sending %d events/s for %s to %s/slack/events…", o.rate, o.duration, base)
-	sent, refused, err := send(ctx, base, secret, o.rate, o.duration)
-	if err != nil {
-		return res, err
-	}
-	res.Sent, res.Refused = len(sent), refused
-
-	store, err := db.open(ctx)
-	if err != nil {
-		return res, err
-	}
-	defer store.Close()
 	o.say("waiting for the jobs to finish…")
-	if err := finished(ctx, store, len(sent)-refused, o.settle); err != nil {
+	err = await(ctx, store, o.settle, func(total, ended int64) (int64, bool) { return ended, total >= want && ended == total })
+	if err != nil && !errors.Is(err, errStalled) {
 		return res, err
 	}
 	for _, p := range procs {
@@ -242,32 +255,37 @@ func runRate(ctx context.Context, o options, rr rateRun) (res rateResult, err er
 	return res, nil
 }
 
-// finished waits until want jobs exist and every one has ended. It gives
-// up, without an error, when no job ended for wait: the figures then
-// count the rest as not succeeded.
-func finished(ctx context.Context, store jobReader, want int, wait time.Duration) error {
-	var ended int64 = -1
+// errStalled is await's error when nothing moved for its wait.
+var errStalled = errors.New("no progress")
+
+// await polls the store's job counts until done says so, given how many
+// jobs there are and how many have ended; done also returns a count that
+// grows as the jobs progress. await fails with errStalled when that count
+// has not grown for wait.
+func await(ctx context.Context, store jobReader, wait time.Duration, done func(total, ended int64) (progress int64, ok bool)) error {
+	last := int64(-1)
 	deadline := time.Now().Add(wait)
 	for {
 		n, err := store.CountJobs(ctx)
 		if err != nil {
 			return err
 		}
-		var total, e int64
+		var total, ended int64
 		for state, c := range n {
 			total += c
 			if state.Terminal() {
-				e += c
+				ended += c
 			}
 		}
-		if total >= int64(want) && e == total {
+		progress, ok := done(total, ended)
+		if ok {
 			return nil
 		}
-		if e > ended {
-			ended, deadline = e, time.Now().Add(wait)
+		if progress > last {
+			last, deadline = progress, time.Now().Add(wait)
 		}
 		if time.Now().After(deadline) {
-			return nil
+			return fmt.Errorf("%w for %s: %d jobs, %d ended", errStalled, wait, total, ended)
 		}
 		select {
 		case <-ctx.Done():
@@ -278,9 +296,8 @@ func finished(ctx context.Context, store jobReader, want int, wait time.Duration
 }
 
 // rates reads the jobs of the events sent into r: how many succeeded,
-// how many were claimed more than once, the tool calls they made, and the
-// window from the first
-// start to the last finish.
+// how many were claimed more than once, the tool calls they made, and
+// the rate of their finishes.
 func rates(ctx context.Context, store jobReader, sent map[string]time.Time, r *rateResult) error {
 	jobs, err := store.Jobs(ctx, core.JobFilter{})
 	if err != nil {
@@ -289,7 +306,8 @@ func rates(ctx context.Context, store jobReader, sent map[string]time.Time, r *r
 	if len(jobs) > len(sent) {
 		return fmt.Errorf("%d jobs for %d events: an event started more than one job", len(jobs), len(sent))
 	}
-	var first, last time.Time
+	var first time.Time
+	var finishes []time.Time
 	for _, j := range jobs {
 		if _, ok := sent[j.TriggerMsgID]; !ok || j.State != core.JobSucceeded {
 			continue
@@ -298,9 +316,7 @@ func rates(ctx context.Context, store jobReader, sent map[string]time.Time, r *r
 		if first.IsZero() || j.StartedAt.Before(first) {
 			first = j.StartedAt
 		}
-		if j.FinishedAt.After(last) {
-			last = j.FinishedAt
-		}
+		finishes = append(finishes, j.FinishedAt)
 		evs, err := store.Events(ctx, j.ID)
 		if err != nil {
 			return err
@@ -319,8 +335,14 @@ func rates(ctx context.Context, store jobReader, sent map[string]time.Time, r *r
 		}
 	}
 	r.Unfinished = r.Sent - r.Refused - r.Succeeded
-	if r.Window = last.Sub(first); r.Window > 0 {
-		r.JobsPerSecond = float64(r.Succeeded) / r.Window.Seconds()
+	if len(finishes) < 2 {
+		return nil
+	}
+	slices.SortFunc(finishes, time.Time.Compare)
+	r.Drain = finishes[len(finishes)-1].Sub(first)
+	lo, hi := len(finishes)/10, len(finishes)-1-len(finishes)/10
+	if r.Window = finishes[hi].Sub(finishes[lo]); r.Window > 0 {
+		r.JobsPerSecond = float64(hi-lo) / r.Window.Seconds()
 	}
 	return nil
 }
