@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"io"
 	"net/http"
 	"net/url"
@@ -16,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/baton-bot/baton/core/llmtest"
+	"github.com/baton-bot/baton/core/postgres/pgtest"
 )
 
 // postgresURL returns a URL of the machine's PostgreSQL whose connections
@@ -23,42 +22,7 @@ import (
 // skips, or fails with BATON_REQUIRE_POSTGRES=1.
 func postgresURL(t *testing.T) string {
 	t.Helper()
-	base := os.Getenv("BATON_TEST_POSTGRES_URL")
-	if base == "" {
-		base = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		if os.Getenv("BATON_REQUIRE_POSTGRES") == "1" {
-			t.Fatalf("no PostgreSQL at BATON_TEST_POSTGRES_URL: %v", err)
-		}
-		t.Skipf("no PostgreSQL (set BATON_TEST_POSTGRES_URL): %v", err)
-	}
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	schema := "bot_" + hex.EncodeToString(b)
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	conn.Close(ctx)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if c, err := pgx.Connect(ctx, base); err == nil {
-			_, _ = c.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
-			c.Close(ctx)
-		}
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
+	return pgtest.URL(t)
 }
 
 // TestRunOnPostgres: the README's one-job quickstart with DATABASE_URL on

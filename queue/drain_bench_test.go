@@ -3,6 +3,7 @@ package queue_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,6 +15,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/baton-bot/baton/core"
+	"github.com/baton-bot/baton/core/postgres"
+	"github.com/baton-bot/baton/core/postgres/pgtest"
+	"github.com/baton-bot/baton/core/sqlite"
 	"github.com/baton-bot/baton/core/worker"
 	"github.com/baton-bot/baton/queue"
 	"github.com/baton-bot/baton/queue/redistest"
@@ -24,6 +28,13 @@ import (
 // ack) and through asynq's Server at the same concurrency, on the same Redis
 // server in the same run. It reports jobs/s and the Redis commands each job
 // cost (from INFO commandstats, background work included).
+//
+// The store=sqlite and store=postgres cases drain jobs of a store through
+// the same pool with worker.Executor, whose engine finishes each job at
+// once: each job costs the queue's claim and ack and the store's two
+// fenced transactions (StartJob, FinishJob). The PostgreSQL case skips
+// without a server (BATON_TEST_POSTGRES_URL), or fails with
+// BATON_REQUIRE_POSTGRES=1.
 //
 //	go test ./queue/ -run '^$' -bench Drain -benchtime 20000x
 func BenchmarkDrain(b *testing.B) {
@@ -37,15 +48,180 @@ func BenchmarkDrain(b *testing.B) {
 			drainAsynq(b, srv.Addr(), rdb, workers)
 		})
 	}
+	for _, workers := range []int{10, 50} {
+		for _, store := range []string{"sqlite", "postgres"} {
+			b.Run(fmt.Sprintf("impl=baton/store=%s/workers=%d", store, workers), func(b *testing.B) {
+				st := openStore(b, store)
+				flush(b, rdb)
+				loadStore(b, st, rdb, b.N)
+				resetStats(b, rdb)
+				b.ResetTimer()
+				elapsed := drainStore(b, st, rdb, b.N, workers)
+				b.StopTimer()
+				cmds := commandCalls(b, rdb)
+				b.ReportMetric(float64(b.N)/elapsed.Seconds(), "jobs/s")
+				b.ReportMetric(float64(cmds)/float64(b.N), "cmds/job")
+			})
+		}
+	}
+}
+
+// TestDrainStore drains a few jobs of each store as BenchmarkDrain does,
+// so that the benchmark's store cases keep working: every job ends
+// succeeded in the store, and the queue holds nothing.
+func TestDrainStore(t *testing.T) {
+	rdb := redistest.Start(t).Client(t)
+	for _, store := range []string{"sqlite", "postgres"} {
+		t.Run(store, func(t *testing.T) {
+			st := openStore(t, store)
+			flush(t, rdb)
+			loadStore(t, st, rdb, 40)
+			drainStore(t, st, rdb, 40, 8)
+			n, err := st.CountJobs(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var total int64
+			for _, c := range n {
+				total += c
+			}
+			if n[core.JobSucceeded] != 40 || total != 40 {
+				t.Errorf("jobs by state after the drain: %v, want 40 succeeded", n)
+			}
+		})
+	}
+}
+
+// openStore opens an empty store of kind (sqlite or postgres), closed
+// when tb ends.
+func openStore(tb testing.TB, kind string) core.Store {
+	tb.Helper()
+	var (
+		st  core.Store
+		err error
+	)
+	switch kind {
+	case "sqlite":
+		st, err = sqlite.Open(tb.Context(), filepath.Join(tb.TempDir(), "baton.db"), sqlite.Options{WorkspaceRoot: tb.TempDir()})
+	case "postgres":
+		st, err = postgres.Open(tb.Context(), pgtest.URL(tb), postgres.Options{WorkspaceRoot: tb.TempDir()})
+	}
+	if err != nil {
+		tb.Fatalf("open %s store: %v", kind, err)
+	}
+	tb.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
+// loadStore stores n jobs, each of a task of its own as an inbound
+// message makes them, and enqueues them.
+func loadStore(tb testing.TB, st core.Store, rdb *redis.Client, n int) {
+	tb.Helper()
+	ctx := tb.Context()
+	q := newQueue(tb, rdb)
+	var (
+		wg   sync.WaitGroup
+		next atomic.Int64
+		errs = make(chan error, 8)
+	)
+	for range 8 { // the stores commit concurrent writes together
+		wg.Go(func() {
+			for i := next.Add(1); i <= int64(n); i = next.Add(1) {
+				ts := fmt.Sprintf("1700000000.%06d", i)
+				in, err := st.Ingest(ctx, core.Inbound{
+					Keys: []string{"msg:C1:" + ts}, At: time.Now(),
+					Task:    core.Task{Thread: core.ThreadRef{Platform: core.PlatformSlack, Team: "T1", Channel: "C1", Thread: ts}, OwnerUser: "slack:U1", Title: "drain"},
+					Comment: core.Comment{PlatformMsgID: ts, AuthorID: "slack:U1", Role: core.RoleUser, Text: "drain"},
+					Job:     &core.Job{Piece: "chat", Instruction: "drain", TriggerMsgID: ts},
+				})
+				if err == nil {
+					err = q.Enqueue(ctx, in.Job.ID)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		tb.Fatalf("load the store: %v", err)
+	}
+}
+
+// drainStore runs a pool of workers with worker.Executor on st until the n
+// jobs loaded have succeeded, and returns how long it took.
+func drainStore(tb testing.TB, st core.Store, rdb *redis.Client, n, workers int) time.Duration {
+	tb.Helper()
+	ctx := context.Background()
+	q := newQueue(tb, rdb)
+	done := worker.EngineFunc(func(context.Context, *worker.Run) (core.Finish, error) {
+		return core.Finish{To: core.JobSucceeded, ResultSummary: "done"}, nil
+	})
+	x := worker.NewExecutor(st, q, done, worker.ExecutorConfig{})
+	var handled atomic.Int64
+	finished := make(chan struct{})
+	var once sync.Once
+	h := worker.HandlerFunc(func(ctx context.Context, l core.Lease) worker.Result {
+		r := x.Handle(ctx, l)
+		if handled.Add(1) == int64(n) {
+			once.Do(func() { close(finished) })
+		}
+		return r
+	})
+	pool := worker.NewPool(q, h, worker.PoolConfig{Concurrency: workers, ClaimWait: 100 * time.Millisecond})
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	start := time.Now()
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		_ = pool.Run(runCtx)
+	}()
+	select {
+	case <-finished:
+	case <-time.After(5 * time.Minute):
+		tb.Fatalf("%d of %d jobs handled within 5 minutes", handled.Load(), n)
+	}
+	elapsed := time.Since(start)
+	waitSettled(tb, q)
+	stop()
+	<-stopped // a pool still claiming would take the next run's jobs
+	return elapsed
+}
+
+// newQueue is the Redis queue of the drain benchmarks.
+func newQueue(tb testing.TB, rdb *redis.Client) *queue.Redis {
+	tb.Helper()
+	q, err := queue.NewRedis(rdb, queue.Options{Prefix: "bench"})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return q
+}
+
+// waitSettled waits until the queue holds nothing active or pending: acks
+// are settled after the handler returns.
+func waitSettled(tb testing.TB, q *queue.Redis) {
+	tb.Helper()
+	for {
+		st, err := q.Stats(context.Background())
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if st.Active == 0 && st.Pending == 0 {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 func drainBaton(b *testing.B, rdb *redis.Client, workers int) {
 	ctx := context.Background()
 	flush(b, rdb)
-	q, err := queue.NewRedis(rdb, queue.Options{Prefix: "bench"})
-	if err != nil {
-		b.Fatal(err)
-	}
+	q := newQueue(b, rdb)
 	for i := range b.N {
 		if err := q.Enqueue(ctx, int64(i+1)); err != nil {
 			b.Fatal(err)
@@ -73,18 +249,7 @@ func drainBaton(b *testing.B, rdb *redis.Client, workers int) {
 	<-finished
 	elapsed := time.Since(start)
 	b.StopTimer()
-	// Acks are settled after the handler returns: wait until the queue holds
-	// nothing active before counting commands.
-	for {
-		st, err := q.Stats(ctx)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if st.Active == 0 && st.Pending == 0 {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitSettled(b, q) // before counting commands
 	cmds := commandCalls(b, rdb)
 	stop()
 	<-stopped // a pool still claiming would take the next run's jobs
@@ -128,7 +293,7 @@ func drainAsynq(b *testing.B, addr string, rdb *redis.Client, workers int) {
 	b.ReportMetric(float64(cmds)/float64(b.N), "cmds/job")
 }
 
-func flush(b *testing.B, rdb *redis.Client) {
+func flush(b testing.TB, rdb *redis.Client) {
 	b.Helper()
 	if err := rdb.FlushAll(context.Background()).Err(); err != nil {
 		b.Fatal(err)

@@ -1,19 +1,41 @@
-// Command loadtest measures how fast a running `baton serve` takes Slack
-// events in: it starts `baton serve` as a process of its own (Slack
-// adapter in HTTP mode, the scripted model of core/llmtest answering every
-// request with a transition at once, a fake Slack Web API), sends it
+// Command loadtest measures Baton under load, as processes of its own
+// built binary, with the scripted model of core/llmtest and a fake Slack
+// Web API. It has two modes.
+//
+// Ingest (the default) measures how fast a running `baton serve` takes
+// Slack events in: it starts `baton serve` (Slack adapter in HTTP mode,
+// the model answering every request with a transition at once), sends it
 // signed app_mention events at a steady rate, each a new thread, and reads
-// from the serve's SQLite file how long each event waited for a worker to
-// claim its job (the job's own "claimed" event, written in the claim's
-// transaction).
+// from the serve's store how long each event waited for a worker to claim
+// its job (the job's own "claimed" event, written in the claim's
+// transaction). An event whose job was not claimed within -settle of the
+// last send is lost; an answer other than 200 (a full backlog answers 503,
+// which Slack retries) is refused. The exit status is 1 when the target
+// (p99 under -target, nothing lost or refused) is missed.
 //
-//	go run ./bot/loadtest                       # 200 events/s for 30 s, in-process queue
+//	go run ./bot/loadtest                       # 200 events/s for 30 s, in-process queue, SQLite
 //	REDIS_URL=redis://127.0.0.1:6379/0 go run ./bot/loadtest
+//	go run ./bot/loadtest -database-url 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable'
 //
-// An event whose job was not claimed within -settle of the last send is
-// lost; an answer other than 200 (a full backlog answers 503, which Slack
-// retries) is refused. The exit status is 1 when the target (p99 under
-// -target, nothing lost or refused) is missed.
+// Job rate (-worker-processes 1,2,4) measures how many jobs a second
+// worker processes finish: for each count N it starts one `baton gateway`,
+// sends it the events as above, waits until their jobs are queued, then
+// starts N `baton worker` processes (each with its own data_dir; they
+// share the store, a Redis queue and a workspace root) and reads from the
+// store when the jobs finished: jobs/s is the rate of the middle 80 % of
+// the finishes (the first and last tenth are the workers' start and the
+// backlog's tail). Each job does a little real work: the model answers
+// three times, each after -think, with a Write of a small file in the
+// task's workspace, a Read of it, and the transition that completes the
+// job (whose summary the gateway posts). The exit status is 1 when a job
+// did not succeed.
+//
+//	go run ./bot/loadtest -worker-processes 1,2,4 -database-url 'postgres://…'
+//
+// With -database-url each run (each N) uses a schema of its own on that
+// PostgreSQL server, dropped when the run ends (kept with -keep); without
+// it, a SQLite file in the run's directory. Without -redis, the job-rate
+// mode starts a redis-server of its own.
 package main
 
 import (
@@ -30,11 +52,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,26 +62,28 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/baton-bot/baton/core"
 	"github.com/baton-bot/baton/core/llmtest"
-	"github.com/baton-bot/baton/core/sqlite"
 )
 
 // options are the command's flags.
 type options struct {
-	rate     int           // events per second
-	duration time.Duration // how long to send
-	workers  int           // workers.concurrency of the serve
-	redisURL string        // empty: the serve's in-process queue
-	baton    string        // the baton binary; empty: built from this module
-	settle   time.Duration // how long after the last send a job may still be claimed
-	target   time.Duration // the p99 the run should stay under
-	keep     bool          // keep the work directory (config, store, serve's log)
-	progress io.Writer     // where the steps are told; nil: nowhere
+	rate        int           // events per second
+	duration    time.Duration // how long to send
+	workers     int           // workers.concurrency of the serve, or of each worker process
+	redisURL    string        // empty: the serve's in-process queue, or a redis-server of the run's own
+	databaseURL string        // a PostgreSQL server for the runs' schemas; empty: SQLite
+	processes   []int         // worker process counts of the job-rate mode; nil: ingest mode
+	think       time.Duration // job-rate mode: the model's delay before each answer
+	baton       string        // the baton binary; empty: built from this module
+	settle      time.Duration // ingest: how long after the last send a job may still be claimed; job rate: how long the jobs may go without one finishing
+	target      time.Duration // the p99 the ingest run should stay under
+	keep        bool          // keep the work directory (config, store, logs) and a PostgreSQL schema
+	progress    io.Writer     // where the steps are told; nil: nowhere
 }
 
-// result is what one run measured.
+// result is what one ingest run measured.
 type result struct {
+	Store               string // which store, in words
 	Sent, Refused, Lost int
 	Succeeded           int // jobs that ran to the end
 	P50, P90, P99, Max  time.Duration
@@ -72,19 +94,47 @@ type result struct {
 
 func main() {
 	var o options
+	var processes string
 	flag.IntVar(&o.rate, "rate", 200, "events per second")
 	flag.DurationVar(&o.duration, "duration", 30*time.Second, "how long to send")
-	flag.IntVar(&o.workers, "workers", 16, "workers.concurrency of the serve")
-	flag.StringVar(&o.redisURL, "redis", os.Getenv("REDIS_URL"), "Redis URL for the serve's queue; empty: in-process queue")
+	flag.IntVar(&o.workers, "workers", 16, "workers.concurrency of the serve, or of each worker process")
+	flag.StringVar(&o.redisURL, "redis", os.Getenv("REDIS_URL"), "Redis URL for the queue; empty: the serve's in-process queue, or a redis-server of the job-rate run's own")
+	flag.StringVar(&o.databaseURL, "database-url", os.Getenv("DATABASE_URL"), "PostgreSQL server on which each run makes a schema of its own; empty: SQLite")
+	flag.StringVar(&processes, "worker-processes", "", "measure jobs/s with one gateway and each of these counts of worker processes (1,2,4) instead of ingest")
+	flag.DurationVar(&o.think, "think", 50*time.Millisecond, "job rate: how long the model takes before each of a job's three answers")
 	flag.StringVar(&o.baton, "baton", "", "baton binary to run; empty: build this module's")
-	flag.DurationVar(&o.settle, "settle", 60*time.Second, "how long after the last send a job may still be claimed")
-	flag.DurationVar(&o.target, "target", 50*time.Millisecond, "p99 target")
-	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (config, store, the serve's log)")
+	flag.DurationVar(&o.settle, "settle", 60*time.Second, "ingest: how long after the last send a job may still be claimed; job rate: how long the jobs may go without one finishing")
+	flag.DurationVar(&o.target, "target", 50*time.Millisecond, "ingest: p99 target")
+	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (config, store, logs) and a PostgreSQL schema")
 	flag.Parse()
 	o.progress = os.Stderr
+	if processes != "" {
+		for f := range strings.SplitSeq(processes, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				fmt.Fprintln(os.Stderr, "loadtest: -worker-processes wants counts such as 1,2,4")
+				os.Exit(2)
+			}
+			o.processes = append(o.processes, n)
+		}
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if o.processes != nil {
+		res, err := runRates(ctx, o)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "loadtest:", err)
+			os.Exit(2)
+		}
+		fmt.Print(rateReport(res, o))
+		for _, r := range res {
+			if !r.ok() {
+				os.Exit(1)
+			}
+		}
+		return
+	}
 	res, err := run(ctx, o)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "loadtest:", err)
@@ -99,6 +149,7 @@ func main() {
 // report is the result as the command prints it.
 func (r result) report(o options) string {
 	var b strings.Builder
+	fmt.Fprintf(&b, "store            %s\n", r.Store)
 	fmt.Fprintf(&b, "events sent      %d (%d/s for %s)\n", r.Sent, o.rate, o.duration)
 	fmt.Fprintf(&b, "refused          %d\n", r.Refused)
 	fmt.Fprintf(&b, "lost             %d\n", r.Lost)
@@ -118,45 +169,64 @@ func (r result) report(o options) string {
 
 func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) + " ms" }
 
-// run starts the fakes and the serve, sends the events and measures.
-func run(ctx context.Context, o options) (res result, err error) {
-	say := func(format string, args ...any) {
-		if o.progress != nil {
-			fmt.Fprintf(o.progress, format+"\n", args...)
-		}
+// say tells a step of the run on o.progress.
+func (o options) say(format string, args ...any) {
+	if o.progress != nil {
+		fmt.Fprintf(o.progress, format+"\n", args...)
 	}
-	dir, err := os.MkdirTemp("", "baton-load-")
+}
+
+// workDir makes a run's directory; cleanup removes it unless o.keep.
+func (o options) workDir(pattern string) (dir string, cleanup func(), err error) {
+	dir, err = os.MkdirTemp("", pattern)
 	if err != nil {
-		return res, err
+		return "", nil, err
 	}
 	if o.keep {
-		res.Dir = dir
-	} else {
-		defer os.RemoveAll(dir)
+		return dir, func() {}, nil
 	}
-	bin := o.baton
-	if bin == "" {
-		bin = filepath.Join(dir, "baton")
-		say("building baton…")
-		build := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/baton-bot/baton/bot")
-		if out, err := build.CombinedOutput(); err != nil {
-			return res, fmt.Errorf("build baton: %w\n%s", err, out)
+	return dir, func() { os.RemoveAll(dir) }, nil
+}
+
+// store makes a run's database; cleanup drops a PostgreSQL schema unless
+// o.keep.
+func (o options) store(ctx context.Context, dir string) (db *database, cleanup func(), err error) {
+	db, err = newDatabase(ctx, o.databaseURL, dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	if o.keep {
+		return db, func() {}, nil
+	}
+	return db, func() {
+		if err := db.drop(); err != nil {
+			o.say("could not drop the run's schema: %v", err)
 		}
+	}, nil
+}
+
+// batonBinary is o.baton, or this module's baton built into dir.
+func (o options) batonBinary(ctx context.Context, dir string) (string, error) {
+	if o.baton != "" {
+		return o.baton, nil
 	}
+	o.say("building baton…")
+	return build(ctx, dir)
+}
 
-	llm := llmtest.Start(complaints{})
-	defer llm.Close()
-	llm.Handle(func(llmtest.Request) llmtest.Step { return llmtest.Transition("COMPLETE", "ok") })
-	slack := fakeSlack()
-	defer slack.Close()
-
-	secret := randomHex()
-	conf := filepath.Join(dir, "baton.yaml")
+// config writes a configuration every process of a run reads: Slack in
+// HTTP mode against slackURL, workers.concurrency workers, and, when
+// root is set, the workspace root the processes share.
+func config(dir, slackURL string, workers int, root string) (string, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "pieces"), 0o755); err != nil {
-		return res, err
+		return "", err
 	}
-	err = os.WriteFile(conf, fmt.Appendf(nil, `data_dir: %s
-pieces_dir: %s
+	var ws string
+	if root != "" {
+		ws = "workspaces:\n  root: " + root + "\n"
+	}
+	conf := filepath.Join(dir, "baton.yaml")
+	err := os.WriteFile(conf, fmt.Appendf(nil, `pieces_dir: %s
 http:
   addr: 127.0.0.1:0
 slack:
@@ -165,65 +235,89 @@ slack:
   api_url: %s/api/
 workers:
   concurrency: %d
-log:
+%slog:
   format: text
   level: info
-`, filepath.Join(dir, "data"), filepath.Join(dir, "pieces"), slack.URL, o.workers), 0o600)
-	if err != nil {
-		return res, err
-	}
-	logPath := filepath.Join(dir, "serve.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		return res, err
-	}
-	defer logFile.Close()
-	serve := exec.Command(bin, "serve", "--config", conf)
-	serve.Dir = dir
-	serve.Stdout, serve.Stderr = logFile, logFile
-	serve.Env = []string{
+`, filepath.Join(dir, "pieces"), slackURL, workers, ws), 0o600)
+	return conf, err
+}
+
+// environ is a baton process's whole environment: data_dir, the store,
+// the queue, the model and Slack's secrets.
+func environ(dir, dataDir string, db *database, redisURL, llmURL, secret string) []string {
+	env := []string{
 		"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "TMPDIR=" + os.TempDir(),
-		"OPENAI_BASE_URL=" + llm.URL(), "OPENAI_API_KEY=sk-load",
+		"BATON_DATA_DIR=" + dataDir, "DATABASE_URL=" + db.url,
+		"OPENAI_BASE_URL=" + llmURL, "OPENAI_API_KEY=sk-load",
 		"SLACK_BOT_TOKEN=xoxb-load", "SLACK_SIGNING_SECRET=" + secret,
 	}
-	if o.redisURL != "" {
-		serve.Env = append(serve.Env, "REDIS_URL="+o.redisURL)
+	if redisURL != "" {
+		env = append(env, "REDIS_URL="+redisURL)
 	}
-	say("starting baton serve (log: %s)…", logPath)
-	if err := serve.Start(); err != nil {
-		return res, fmt.Errorf("start baton serve: %w", err)
+	return env
+}
+
+var serveStarted = regexp.MustCompile(`baton serve started" http=(\S+)`)
+
+// run starts the fakes and the serve, sends the events and measures.
+func run(ctx context.Context, o options) (res result, err error) {
+	dir, cleanup, err := o.workDir("baton-load-")
+	if err != nil {
+		return res, err
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- serve.Wait() }()
-	defer func() {
-		// The serve's figures are read before it is stopped.
-		_ = serve.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			_ = serve.Process.Kill()
-			<-exited
-		}
-	}()
-	addr, err := startedAt(ctx, logPath, exited)
+	defer cleanup()
+	if o.keep {
+		res.Dir = dir
+	}
+	bin, err := o.batonBinary(ctx, dir)
+	if err != nil {
+		return res, err
+	}
+	db, drop, err := o.store(ctx, dir)
+	if err != nil {
+		return res, err
+	}
+	defer drop()
+	res.Store = db.String()
+
+	llm := llmtest.Start(complaints{})
+	defer llm.Close()
+	llm.Handle(func(llmtest.Request) llmtest.Step { return llmtest.Transition("COMPLETE", "ok") })
+	slack := fakeSlack()
+	defer slack.Close()
+
+	secret := randomHex()
+	conf, err := config(dir, slack.URL, o.workers, "")
+	if err != nil {
+		return res, err
+	}
+	env := environ(dir, filepath.Join(dir, "data"), db, o.redisURL, llm.URL(), secret)
+	logPath := filepath.Join(dir, "serve.log")
+	o.say("starting baton serve on %s (log: %s)…", res.Store, logPath)
+	serve, err := startBaton("serve", bin, dir, logPath, env, "serve", "--config", conf)
+	if err != nil {
+		return res, err
+	}
+	defer serve.stop() // the serve's figures are read before it is stopped
+	addr, err := serve.logged(ctx, serveStarted)
 	if err != nil {
 		return res, err
 	}
 	base := "http://" + addr
 
-	say("sending %d events/s for %s to %s/slack/events…", o.rate, o.duration, base)
+	o.say("sending %d events/s for %s to %s/slack/events…", o.rate, o.duration, base)
 	sent, refused, err := send(ctx, base, secret, o.rate, o.duration)
 	if err != nil {
 		return res, err
 	}
 	res.Sent, res.Refused = len(sent), refused
 
-	store, err := sqlite.Open(ctx, filepath.Join(dir, "data", "baton.db"), sqlite.Options{})
+	store, err := db.open(ctx)
 	if err != nil {
-		return res, fmt.Errorf("open the serve's store: %w", err)
+		return res, err
 	}
 	defer store.Close()
-	say("waiting for the last jobs to be claimed…")
+	o.say("waiting for the last jobs to be claimed…")
 	if res.Succeeded, err = settle(ctx, store, len(sent)-refused, o.settle); err != nil {
 		return res, err
 	}
@@ -236,7 +330,7 @@ log:
 		pct := func(p float64) time.Duration { return lat[int(p*float64(len(lat)-1))] }
 		res.P50, res.P90, res.P99, res.Max = pct(0.50), pct(0.90), pct(0.99), lat[len(lat)-1]
 	}
-	res.ServeCPU, res.ServePeakRSS = processFigures(serve.Process.Pid)
+	res.ServeCPU, res.ServePeakRSS = serve.figures()
 	return res, nil
 }
 
@@ -261,32 +355,6 @@ func fakeSlack() *httptest.Server {
 			"messages": []any{}, "has_more": false,
 		})
 	}))
-}
-
-var startedLine = regexp.MustCompile(`baton serve started" http=(\S+)`)
-
-// startedAt waits for the serve's "started" log line and returns its
-// HTTP address.
-func startedAt(ctx context.Context, logPath string, exited <-chan error) (string, error) {
-	deadline := time.After(60 * time.Second)
-	for {
-		b, err := os.ReadFile(logPath)
-		if err != nil {
-			return "", err
-		}
-		if m := startedLine.FindSubmatch(b); m != nil {
-			return string(m[1]), nil
-		}
-		select {
-		case err := <-exited:
-			return "", fmt.Errorf("baton serve exited before it started (%v):\n%s", err, b)
-		case <-deadline:
-			return "", fmt.Errorf("baton serve did not start within 60 s:\n%s", b)
-		case <-ctx.Done():
-			return "", ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
 }
 
 // send posts rate signed app_mention events a second for d, each on its own
@@ -376,88 +444,4 @@ func randomHex() string {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-// settle waits until want jobs exist and every one has ended, or until
-// wait has passed, and returns how many succeeded.
-func settle(ctx context.Context, store *sqlite.Store, want int, wait time.Duration) (succeeded int, err error) {
-	deadline := time.Now().Add(wait)
-	for {
-		n, err := store.CountJobs(ctx)
-		if err != nil {
-			return 0, err
-		}
-		var total, ended int64
-		for state, c := range n {
-			total += c
-			if state.Terminal() {
-				ended += c
-			}
-		}
-		if (total >= int64(want) && ended == total) || time.Now().After(deadline) {
-			return int(n[core.JobSucceeded]), nil
-		}
-		select {
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
-// latencies reads, for each job the events started, the time from sending
-// its event to its "claimed" event, sorted. The store keeps times in
-// milliseconds, so the send time is cut to the millisecond too.
-func latencies(ctx context.Context, store *sqlite.Store, sent map[string]time.Time) ([]time.Duration, error) {
-	jobs, err := store.Jobs(ctx, core.JobFilter{})
-	if err != nil {
-		return nil, err
-	}
-	if len(jobs) > len(sent) {
-		return nil, fmt.Errorf("%d jobs for %d events: an event started more than one job", len(jobs), len(sent))
-	}
-	var lat []time.Duration
-	for _, j := range jobs {
-		at, ok := sent[j.TriggerMsgID]
-		if !ok {
-			continue
-		}
-		evs, err := store.Events(ctx, j.ID)
-		if err != nil {
-			return nil, err
-		}
-		for _, e := range evs {
-			if e.Kind == core.EventClaimed {
-				lat = append(lat, e.At.Sub(at.Truncate(time.Millisecond)))
-				break
-			}
-		}
-	}
-	slices.Sort(lat)
-	return lat, nil
-}
-
-// processFigures reads a process's CPU time and peak resident set from
-// /proc; zero where /proc does not tell.
-func processFigures(pid int) (cpu time.Duration, peakRSS int64) {
-	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
-		// Fields after the command name (which may hold spaces) in ")".
-		if i := strings.LastIndexByte(string(b), ')'); i > 0 {
-			f := strings.Fields(string(b[i+1:]))
-			if len(f) > 12 {
-				ut, _ := strconv.ParseInt(f[11], 10, 64)
-				st, _ := strconv.ParseInt(f[12], 10, 64)
-				cpu = time.Duration(ut+st) * time.Second / 100 // USER_HZ is 100 on Linux
-			}
-		}
-	}
-	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
-		for line := range strings.Lines(string(b)) {
-			if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-				kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-				peakRSS = kb << 10
-			}
-		}
-	}
-	return cpu, peakRSS
 }

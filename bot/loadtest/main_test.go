@@ -1,35 +1,140 @@
 package main
 
 import (
+	"context"
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/baton-bot/baton/core/postgres/pgtest"
 	"github.com/baton-bot/baton/queue/redistest"
 )
 
+var (
+	buildOnce sync.Once
+	buildDir  string // holds the binary; removed by TestMain
+	buildBin  string
+	buildErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
+}
+
+// batonBin builds this module's baton once for the package's tests.
+// -race: the build shares the packages the race-enabled test run has
+// compiled already.
+func batonBin(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		if buildDir, buildErr = os.MkdirTemp("", "baton-loadtest-"); buildErr != nil {
+			return
+		}
+		buildBin = filepath.Join(buildDir, "baton")
+		if out, err := exec.Command("go", "build", "-race", "-o", buildBin, "github.com/baton-bot/baton/bot").CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("%w\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("build baton: %v", buildErr)
+	}
+	return buildBin
+}
+
 // TestLoadAgainstServe runs the load test as documented, at a low rate,
-// against a `baton serve` process built from this module and a real
-// Redis: every event sent is claimed, its job runs to the end, and the
-// report carries the figures.
+// against a `baton serve` process built from this module, a real Redis
+// and SQLite: every event sent is claimed, its job runs to the end, and
+// the report carries the figures.
 func TestLoadAgainstServe(t *testing.T) {
 	redis := redistest.Start(t)
-	bin := filepath.Join(t.TempDir(), "baton")
-	// -race: the build shares the packages the race-enabled test run has
-	// compiled already.
-	if out, err := exec.CommandContext(t.Context(), "go", "build", "-race", "-o", bin, "github.com/baton-bot/baton/bot").CombinedOutput(); err != nil {
-		t.Fatalf("build baton: %v\n%s", err, out)
-	}
 	o := options{rate: 20, duration: 2 * time.Second, workers: 4, redisURL: "redis://" + redis.Addr() + "/0",
-		baton: bin, settle: 60 * time.Second, target: 50 * time.Millisecond, progress: t.Output()}
+		baton: batonBin(t), settle: 60 * time.Second, target: 50 * time.Millisecond, progress: t.Output()}
 	res, err := run(t.Context(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Sent != 40 || res.Refused != 0 || res.Lost != 0 || res.Succeeded != 40 {
-		t.Errorf("sent %d, refused %d, lost %d, succeeded %d; want 40 sent, all claimed and succeeded", res.Sent, res.Refused, res.Lost, res.Succeeded)
+	checkIngest(t, o, res, 40)
+	if !strings.HasPrefix(res.Store, "SQLite ") {
+		t.Errorf("store = %q, want SQLite", res.Store)
+	}
+}
+
+// TestLoadOnPostgres: with -database-url the serve's store is a schema of
+// the run's own on that server, read back through core/postgres, and the
+// schema is gone once the run has ended.
+func TestLoadOnPostgres(t *testing.T) {
+	server := pgtest.Server(t)
+	o := options{rate: 20, duration: time.Second, workers: 4, databaseURL: server,
+		baton: batonBin(t), settle: 60 * time.Second, target: 50 * time.Millisecond, progress: t.Output()}
+	res, err := run(t.Context(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkIngest(t, o, res, 20)
+	schema, ok := strings.CutPrefix(res.Store, "PostgreSQL schema ")
+	if !ok {
+		t.Fatalf("store = %q, want a PostgreSQL schema", res.Store)
+	}
+	if n := schemas(t, server, schema); n != 0 {
+		t.Errorf("schema %s is still there after the run", schema)
+	}
+}
+
+// TestJobRate runs the job-rate mode with one gateway and one, then two
+// worker processes on PostgreSQL and a Redis of the run's own: every
+// event becomes one job that succeeds once, each job made the scripted
+// model's two tool calls, and the report carries a rate for each count.
+// (That two workers are faster is not asserted: on a busy machine they
+// need not be.)
+func TestJobRate(t *testing.T) {
+	server := pgtest.Server(t)
+	o := options{rate: 10, duration: time.Second, workers: 2, databaseURL: server, processes: []int{1, 2},
+		think: 10 * time.Millisecond, baton: batonBin(t), settle: 60 * time.Second, progress: t.Output()}
+	res, err := runRates(t.Context(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 2 {
+		t.Fatalf("%d results, want one for each of 1 and 2 workers", len(res))
+	}
+	for i, r := range res {
+		if r.Processes != o.processes[i] || !r.ok() || r.Sent != 10 || r.Succeeded != 10 || r.ClaimedTwice != 0 {
+			t.Errorf("%d workers: %+v; want 10 sent, each one job that succeeded, claimed once", o.processes[i], r)
+		}
+		if r.ToolCalls != 2*r.Succeeded {
+			t.Errorf("%d workers: %d tool calls for %d jobs, want a Write and a Read each", r.Processes, r.ToolCalls, r.Succeeded)
+		}
+		if r.JobsPerSecond <= 0 || r.Window <= 0 || r.Drain < r.Window || r.CPU <= 0 {
+			t.Errorf("%d workers: figures missing: %+v", r.Processes, r)
+		}
+		schema, _ := strings.CutPrefix(r.Store, "PostgreSQL schema ")
+		if n := schemas(t, server, schema); n != 0 {
+			t.Errorf("schema %s is still there after the run", schema)
+		}
+	}
+	report := rateReport(res, o)
+	for _, want := range []string{"PostgreSQL, a schema per run", "Write notes/load.md", "\n1        10    10 ", "\n2        10    10 "} {
+		if !strings.Contains(report, want) {
+			t.Errorf("report lacks %q:\n%s", want, report)
+		}
+	}
+}
+
+func checkIngest(t *testing.T, o options, res result, want int) {
+	t.Helper()
+	if res.Sent != want || res.Refused != 0 || res.Lost != 0 || res.Succeeded != want {
+		t.Errorf("sent %d, refused %d, lost %d, succeeded %d; want %d sent, all claimed and succeeded", res.Sent, res.Refused, res.Lost, res.Succeeded, want)
 	}
 	if res.Max < res.P99 || res.P99 < res.P50 || res.P50 < 0 {
 		t.Errorf("percentiles out of order: p50 %s, p99 %s, max %s", res.P50, res.P99, res.Max)
@@ -38,9 +143,24 @@ func TestLoadAgainstServe(t *testing.T) {
 		t.Errorf("the serve process's figures were not read: %+v", res)
 	}
 	report := res.report(o)
-	for _, want := range []string{"events sent      40 (20/s for 2s)", "lost             0", "event→claimed    p50 "} {
+	for _, want := range []string{fmt.Sprintf("events sent      %d (20/s for %s)", want, o.duration), "lost             0", "event→claimed    p50 "} {
 		if !strings.Contains(report, want) {
 			t.Errorf("report lacks %q:\n%s", want, report)
 		}
 	}
+}
+
+// schemas counts the schemas named name on server.
+func schemas(t *testing.T, server, name string) int {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var n int
+	if err := conn.QueryRow(t.Context(), "SELECT count(*) FROM information_schema.schemata WHERE schema_name = $1", name).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
