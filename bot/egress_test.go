@@ -229,7 +229,7 @@ func TestEgressConfigErrors(t *testing.T) {
 		{"egress:\n  default: allow\n", "egress.default: must be one of deny | ask"},
 		{"egress:\n  allow: [github.com]\n  max_bytes: 0\n", "egress.max_bytes: must be positive"},
 		{"egress:\n  credentials:\n    - host: api.github.com\n      header: Bearer abc\n", "egress.credentials[0].header: must be Name: value"},
-		{"egress:\n  credentials:\n    - host: api.github.com\n      header: \"Authorization: Bearer ${BATON_TEST_UNSET_TOKEN}\"\n", "egress.credentials[0].header: ${BATON_TEST_UNSET_TOKEN} is not set"},
+		{"egress:\n  credentials:\n    - host: api.github.com\n      header: \"Authorization: Bearer ${BATON_TEST_UNSET_TOKEN}\"\n", "egress.credentials[0].header: refers to ${BATON_TEST_UNSET_TOKEN}, which is not set"},
 		{"egress:\n  credentials:\n    - host: api.github.com\n", "egress.credentials[0]: needs a header"},
 		{"egress:\n  credentials:\n    - host: https://api.github.com\n      username: u\n      password: p\n", "egress.credentials[0].host"},
 		{"egress:\n  ca_cert_file: ca.pem\n", "egress.ca_key_file: egress.ca_cert_file and egress.ca_key_file go together"},
