@@ -117,7 +117,8 @@ func (n *newcomer) events(task, kind string) []string {
 // and gets its nonce; a second local server, not listed, is refused (a job
 // event) and gets nothing, not even the workspace POSTed to it; curl
 // --noproxy finds no route; and neither a name resolving to the loopback
-// nor a direct connection reaches the model endpoint or Redis.
+// nor a direct connection reaches the model endpoint or Redis (a stand-in,
+// and 127.0.0.1:6379).
 func TestEgressFromBash(t *testing.T) {
 	allowed, _ := hostServer(t, "nonce-allowed-5e1")
 	other, otherHits := hostServer(t, "nonce-other-9b2")
@@ -132,7 +133,9 @@ func TestEgressFromBash(t *testing.T) {
 		bashStep("curl -sS --max-time 20 -w ' status=%{http_code}' http://localhost:"+modelPort+"/v1/models; "+
 			"curl -sS --max-time 20 -w ' status=%{http_code}' http://localhost:"+redisPort+"/"),
 		bashStep("(exec 3<>/dev/tcp/127.0.0.1/"+redisPort+") 2>/dev/null && echo REACHED-REDIS; "+
-			"(exec 3<>/dev/tcp/127.0.0.1/"+modelPort+") 2>/dev/null && echo REACHED-MODEL; echo probed"),
+			"(exec 3<>/dev/tcp/127.0.0.1/"+modelPort+") 2>/dev/null && echo REACHED-MODEL; "+
+			// The machine's own Redis, where it runs one (CI's does).
+			"(exec 3<>/dev/tcp/127.0.0.1/6379) 2>/dev/null && echo REACHED-6379; echo probed"),
 		llmtest.Transition("COMPLETE", "Fetched."),
 	)
 	code, stdout, stderr := n.run("fetch the page")

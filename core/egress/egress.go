@@ -408,28 +408,31 @@ func (s *Session) Serve(ln net.Listener) error {
 			}
 			return err
 		}
-		if !s.track(c) {
+		open, ok := s.track(c)
+		if !ok {
 			continue
 		}
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
 			defer s.untrack(c)
-			s.serveConn(c)
+			s.serveConn(c, open)
 		}()
 	}
 }
 
-// track records c as open; false when the session is closed (c is closed).
-func (s *Session) track(c net.Conn) bool {
+// track records c as open and returns how many are open with it, counted
+// as it is accepted, so that a burst of connections is judged in the order
+// they came; false when the session is closed (c is closed).
+func (s *Session) track(c net.Conn) (int, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		c.Close()
-		return false
+		return 0, false
 	}
 	s.open[c] = struct{}{}
-	return true
+	return len(s.open), true
 }
 
 func (s *Session) untrack(c net.Conn) {

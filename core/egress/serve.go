@@ -52,11 +52,12 @@ type refusal struct {
 
 func (r *refusal) Error() string { return r.reason }
 
-// serveConn serves one client connection: a CONNECT, or plain HTTP
-// requests forwarded one after the other.
-func (s *Session) serveConn(c net.Conn) {
+// serveConn serves one client connection, open the open-th at once when
+// it was accepted: a CONNECT, or plain HTTP requests forwarded one after
+// the other; past cfg.MaxOpen it is refused.
+func (s *Session) serveConn(c net.Conn, open int) {
 	cfg := &s.p.cfg
-	if s.openCount() > cfg.MaxOpen {
+	if open > cfg.MaxOpen {
 		s.refuse(c, nil, Record{Method: "?"}, time.Now(), &refusal{status: http.StatusTooManyRequests, outcome: Denied, rule: "egress.max_open",
 			reason: fmt.Sprintf("this job already holds %d connections through the proxy, its cap at once", cfg.MaxOpen)})
 		return
