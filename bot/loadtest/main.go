@@ -305,18 +305,12 @@ func run(ctx context.Context, o options) (res result, err error) {
 	}
 	base := "http://" + addr
 
-	o.say("sending %d events/s for %s to %s/slack/events…", o.rate, o.duration, base)
-	sent, refused, err := send(ctx, base, secret, o.rate, o.duration)
-	if err != nil {
-		return res, err
-	}
-	res.Sent, res.Refused = len(sent), refused
-
-	store, err := db.open(ctx)
+	sent, refused, store, err := sendAndOpen(ctx, o, db, base, secret)
 	if err != nil {
 		return res, err
 	}
 	defer store.Close()
+	res.Sent, res.Refused = len(sent), refused
 	o.say("waiting for the last jobs to be claimed…")
 	if res.Succeeded, err = settle(ctx, store, len(sent)-refused, o.settle); err != nil {
 		return res, err
@@ -444,4 +438,19 @@ func randomHex() string {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// sendAndOpen sends o.rate events a second for o.duration to the gateway
+// at base, then opens the store their jobs are in, to read the outcome.
+func sendAndOpen(ctx context.Context, o options, db *database, base, secret string) (map[string]time.Time, int, jobReader, error) {
+	o.say("sending %d events/s for %s to %s/slack/events…", o.rate, o.duration, base)
+	sent, refused, err := send(ctx, base, secret, o.rate, o.duration)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	store, err := db.open(ctx)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	return sent, refused, store, nil
 }

@@ -211,17 +211,12 @@ func runRate(ctx context.Context, o options, rr rateRun) (res rateResult, err er
 	// The backlog first, then the workers: the rate measured is theirs,
 	// not the gateway's intake of events.
 	base := "http://" + addr
-	o.say("sending %d events/s for %s to %s/slack/events…", o.rate, o.duration, base)
-	sent, refused, err := send(ctx, base, secret, o.rate, o.duration)
-	if err != nil {
-		return res, err
-	}
-	res.Sent, res.Refused = len(sent), refused
-	store, err := db.open(ctx)
+	sent, refused, store, err := sendAndOpen(ctx, o, db, base, secret)
 	if err != nil {
 		return res, err
 	}
 	defer store.Close()
+	res.Sent, res.Refused = len(sent), refused
 	want := int64(len(sent) - refused)
 	if err := await(ctx, store, o.settle, func(total, _ int64) (int64, bool) { return total, total >= want }); err != nil {
 		return res, fmt.Errorf("the gateway's jobs: %w", err)
