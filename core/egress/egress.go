@@ -52,6 +52,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/baton-bot/baton/core/catalog"
 )
 
 // Defaults of Config.
@@ -107,6 +109,10 @@ type Config struct {
 	// the goroutine that served it (after the session's own Audit).
 	Audit  func(Record)
 	Logger *slog.Logger
+	// Texts words what the proxy tells clients and the audit: a refusal's
+	// body, which Bash's output and so the model read, and a Record's
+	// Reason (the catalogue's egress section; nil: English).
+	Texts *catalog.Texts
 }
 
 // Job is who a session serves, as the rules' scoping and the audit name
@@ -241,6 +247,12 @@ func New(cfg Config) (*Proxy, error) {
 		}
 	}
 	return p, nil
+}
+
+// say returns the catalogue's text "egress."+key, with vars (name, value,
+// …) filled in.
+func (p *Proxy) say(key string, vars ...string) string {
+	return p.cfg.Texts.Fill("egress."+key, vars...)
 }
 
 // localAddrs returns the addresses of the host's interfaces.

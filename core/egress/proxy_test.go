@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/baton-bot/baton/core/catalog"
 )
 
 // resolver is a fake DNS: names to addresses, counting lookups.
@@ -577,5 +579,50 @@ func TestThousandConnections(t *testing.T) {
 	resp.Body.Close()
 	if !strings.HasPrefix(string(body), "after") {
 		t.Errorf("after the flood: %d %q", resp.StatusCode, body)
+	}
+}
+
+// TestRefusalsInLocale: what a refused client reads, and the audit's
+// reason, are the catalogue's words in the proxy's locale: the English
+// and the Japanese of each kind of refusal, never a text of the code.
+func TestRefusalsInLocale(t *testing.T) {
+	_, other := nonceServer(t, "other")
+	res := newResolver(map[string]string{"localhost": "127.0.0.1"})
+	for _, loc := range catalog.Locales {
+		t.Run(loc, func(t *testing.T) {
+			tx := catalog.Or(loc)
+			r := newRig(t, Config{Resolver: res, Texts: tx, MaxConnections: 2}, nil, "localhost")
+			for _, tc := range []struct{ send, want string }{
+				{"CONNECT " + other + " HTTP/1.1\r\n\r\n", tx.Fill("egress.not_listed", "target", other)},
+				{"CONNECT localhost:6379 HTTP/1.1\r\n\r\n", tx.Fill("egress.special_name", "host", "localhost", "addr", "127.0.0.1")},
+				{"CONNECT nowhere HTTP/1.1\r\n\r\n", tx.Fill("egress.connect_target", "target", `"nowhere"`)},
+				{"GET /x HTTP/1.1\r\nHost: x\r\n\r\n", tx.Fill("egress.not_absolute")},
+				{"CONNECT " + other + " HTTP/1.1\r\n\r\n", tx.Fill("egress.max_connections", "n", "2")},
+			} {
+				c, err := net.Dial("tcp", r.addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				io.WriteString(c, tc.send)
+				c.SetReadDeadline(time.Now().Add(20 * time.Second))
+				resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+				if err != nil {
+					t.Fatalf("%q: %v", tc.send, err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				c.Close()
+				if want := tx.Fill("egress.refusal", "reason", tc.want) + "\n"; string(body) != want {
+					t.Errorf("%q answered %q, want %q", tc.send, body, want)
+				}
+			}
+			recs := r.audit.wait(t, 5)
+			if recs[0].Reason != tx.Fill("egress.not_listed", "target", other) {
+				t.Errorf("the audit's reason: %q", recs[0].Reason)
+			}
+		})
+	}
+	en, ja := catalog.Or("en").Text("egress.not_listed"), catalog.Or("ja").Text("egress.not_listed")
+	if en == ja || !strings.Contains(ja, "egress.allow") {
+		t.Errorf("the locales' texts: en %q, ja %q", en, ja)
 	}
 }
