@@ -31,7 +31,7 @@ import (
 // in the store are the record of those decisions: every run of the job
 // takes them up (recallEgress), so that a decision holds after a
 // question, subtasks or a new attempt as after the park it was taken in.
-// Every connection is a job event of kind "egress".
+// Every connection is a job event of kind core.EventEgress.
 
 // EgressTool is the tool name of the approvals and "always allow" rules
 // of egress connections; their subject is host:port.
@@ -208,38 +208,19 @@ func (er *egressRun) audit(r egress.Record) {
 	pr.mu.Unlock()
 	switch {
 	case n < maxEgressEvents:
-		_ = pr.event(ctx, "egress", mv, egressDetail(r))
+		_ = pr.event(ctx, core.EventEgress, mv, egressDetail(r))
 	case n == maxEgressEvents:
-		_ = pr.event(ctx, "egress", mv, egressDetail(r)+fmt.Sprintf("; the job's further connections are not recorded as events (%d so far)", n))
+		_ = pr.event(ctx, core.EventEgress, mv, egressDetail(r)+fmt.Sprintf("; the job's further connections are not recorded as events (%d so far)", n))
 	}
 }
 
-// egressDetail is how an egress event reads: the outcome first, as
-// !status counts them.
+// egressDetail is how an egress event reads (core.Connection): the
+// outcome first, as !status counts them.
 func egressDetail(r egress.Record) string {
-	var b strings.Builder
-	host := r.Host
-	if strings.Contains(host, ":") {
-		host = "[" + host + "]"
-	}
-	if r.Host == "" {
-		fmt.Fprintf(&b, "%s request", r.Outcome) // none could be read
-	} else {
-		fmt.Fprintf(&b, "%s %s %s:%d", r.Outcome, r.Method, host, r.Port)
-	}
-	if r.Rule != "" {
-		fmt.Fprintf(&b, " (%s)", r.Rule)
-	}
-	if r.Addr != "" {
-		fmt.Fprintf(&b, " via %s", r.Addr)
-	}
-	if r.Outcome == egress.Allowed {
-		fmt.Fprintf(&b, ", %d B up, %d B down, %s", r.BytesUp, r.BytesDown, r.Duration.Round(1e6))
-	}
-	if r.Reason != "" {
-		b.WriteString(": " + clipRunes(r.Reason, 300))
-	}
-	return b.String()
+	return core.Connection{
+		Outcome: r.Outcome, Method: r.Method, Host: r.Host, Port: r.Port, Rule: r.Rule, Addr: r.Addr,
+		BytesUp: r.BytesUp, BytesDown: r.BytesDown, Duration: r.Duration, Reason: clipRunes(r.Reason, 300),
+	}.String()
 }
 
 // egressNote is what the result of a call that led to questions says of
