@@ -69,10 +69,13 @@ func bashStep(cmd string) llmtest.Step {
 }
 
 // results returns the tool results of the model's requests, in order.
-func (n *newcomer) results() []string {
+func (n *newcomer) results() []string { return toolResults(n.srv) }
+
+// toolResults returns the tool results of srv's requests, in order.
+func toolResults(srv *llmtest.Server) []string {
 	var out []string
 	seen := map[string]bool{}
-	for _, r := range n.srv.Requests() {
+	for _, r := range srv.Requests() {
 		for _, m := range r.Messages {
 			if m.Role == "tool" && !seen[m.ToolCallID] {
 				seen[m.ToolCallID] = true
@@ -86,22 +89,29 @@ func (n *newcomer) results() []string {
 // events returns the details of task's jobs' events of kind, oldest first.
 func (n *newcomer) events(task, kind string) []string {
 	n.t.Helper()
-	data := n.env["BATON_DATA_DIR"]
+	id, _ := strconv.ParseInt(task, 10, 64)
+	return jobEvents(n.t, n.env["BATON_DATA_DIR"], id, kind)
+}
+
+// jobEvents returns the details of the events of kind of task's jobs, in
+// the store under data (which a running Baton may hold open), oldest
+// first.
+func jobEvents(t testing.TB, data string, task int64, kind string) []string {
+	t.Helper()
 	st, err := sqlite.Open(context.Background(), filepath.Join(data, "baton.db"), sqlite.Options{WorkspaceRoot: filepath.Join(data, "workspaces")})
 	if err != nil {
-		n.t.Fatal(err)
+		t.Fatal(err)
 	}
 	defer st.Close()
-	id, _ := strconv.ParseInt(task, 10, 64)
-	jobs, err := st.Jobs(context.Background(), core.JobFilter{TaskID: id})
+	jobs, err := st.Jobs(context.Background(), core.JobFilter{TaskID: task})
 	if err != nil {
-		n.t.Fatal(err)
+		t.Fatal(err)
 	}
 	var out []string
 	for i := len(jobs) - 1; i >= 0; i-- {
 		evs, err := st.Events(context.Background(), jobs[i].ID)
 		if err != nil {
-			n.t.Fatal(err)
+			t.Fatal(err)
 		}
 		for _, e := range evs {
 			if e.Kind == kind {
