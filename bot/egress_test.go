@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -346,5 +347,36 @@ func TestEgressDoctor(t *testing.T) {
 	}
 	if c := egressCheck(cfg, sb, nil); c.Status != statusOK || !strings.Contains(c.Detail, "1 allow and 0 deny entries, default deny; credentials for 1 hosts") {
 		t.Errorf("with the sandbox: %+v", c)
+	}
+}
+
+// TestReadmeEgressExample: the README's worked example of network access
+// is a configuration Baton takes as the README says: the package index
+// and the code host allowed, credentials for the code host, nothing else.
+func TestReadmeEgressExample(t *testing.T) {
+	readme, err := os.ReadFile(readmePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)A worked example: let the agent install Python packages.*?```yaml\n(.*?)```").FindSubmatch(readme)
+	if m == nil {
+		t.Fatal("the README has no worked example of egress")
+	}
+	cfg, err := LoadConfig(writeConfig(t, string(m[1])), mapEnv(map[string]string{"GITHUB_TOKEN": "ghp-example"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	pol, errs := cfg.Egress.policy()
+	creds, credErrs := cfg.Egress.credentials()
+	if len(errs)+len(credErrs) > 0 || pol.Ask || len(pol.Allow) != 5 || len(pol.Deny) != 0 || len(creds) != 2 {
+		t.Fatalf("policy %+v (%v), credentials %d (%v)", pol, errs, len(creds), credErrs)
+	}
+	for _, c := range creds {
+		if c.Header != "Authorization" || !strings.Contains(c.Value, "ghp-example") && c.Value != "Basic "+base64.StdEncoding.EncodeToString([]byte("x-access-token:ghp-example")) {
+			t.Errorf("credential %s: %s %q", c.Match, c.Header, c.Value)
+		}
 	}
 }
