@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -624,5 +625,64 @@ func TestRefusalsInLocale(t *testing.T) {
 	en, ja := catalog.Or("en").Text("egress.not_listed"), catalog.Or("ja").Text("egress.not_listed")
 	if en == ja || !strings.Contains(ja, "egress.allow") {
 		t.Errorf("the locales' texts: en %q, ja %q", en, ja)
+	}
+}
+
+// blackhole returns the address of a listener that never accepts and
+// whose queue is full, so that a new connection to it is never answered
+// (its SYN is dropped), as a host that does not answer.
+func blackhole(t *testing.T) string {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Listen(fd, 0); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
+	// Fill the queue: connections complete until it is full, then hang.
+	for range 8 {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err != nil {
+			return addr
+		}
+		t.Cleanup(func() { c.Close() })
+	}
+	t.Skip("the listen queue never filled")
+	return ""
+}
+
+// TestDialTimeout: a host that never answers the connection is given up
+// after the dial timeout, with a 504 saying so, a tunnel and a forwarded
+// request alike.
+func TestDialTimeout(t *testing.T) {
+	addr := blackhole(t)
+	r := newRig(t, Config{DialTimeout: 300 * time.Millisecond}, nil, addr)
+	want := "Baton egress proxy: " + addr + " did not answer within 300ms"
+	if status, _, _ := r.connect(t, addr); !strings.HasPrefix(status, "504") || !strings.Contains(status, want) {
+		t.Errorf("CONNECT to a host that never answers: %q", status)
+	}
+	resp, err := r.client().Get("http://" + addr + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusGatewayTimeout || !strings.Contains(string(body), want) {
+		t.Errorf("GET from a host that never answers: %d %q", resp.StatusCode, body)
+	}
+	for _, rec := range r.audit.wait(t, 2) {
+		if !strings.Contains(rec.Reason, "did not answer within 300ms") {
+			t.Errorf("audit: %+v", rec)
+		}
 	}
 }

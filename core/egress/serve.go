@@ -487,11 +487,13 @@ func (s *Session) dial(t target, addrs []netip.Addr) (net.Conn, netip.AddrPort, 
 			return c, ap, nil
 		}
 		last = err
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || timeout(err) {
 			break
 		}
 	}
-	if ctx.Err() != nil {
+	// The dialer's own deadline, taken from ctx, may end the dial a
+	// moment before ctx's timer does: either is the host not answering.
+	if ctx.Err() != nil || timeout(last) {
 		return nil, netip.AddrPort{}, &wordedError{text: s.p.say("dial_timeout", "target", t.String(), "timeout", s.p.cfg.DialTimeout.String()), err: os.ErrDeadlineExceeded}
 	}
 	return nil, netip.AddrPort{}, &wordedError{text: s.p.say("dial_failed", "target", t.String(), "error", clip(last.Error(), 200)), err: last}
@@ -508,11 +510,16 @@ func (e *wordedError) Error() string { return e.text }
 func (e *wordedError) Unwrap() error { return e.err }
 
 func dialStatus(err error) int {
-	var ne net.Error
-	if errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+	if timeout(err) {
 		return http.StatusGatewayTimeout
 	}
 	return http.StatusBadGateway
+}
+
+// timeout reports whether err is a deadline's.
+func timeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
 
 // refuse answers the client ref and audits the connection.
