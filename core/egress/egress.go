@@ -352,6 +352,9 @@ type Endpoint struct {
 	// CA, for the command's TLS clients to trust: the proxy terminates
 	// TLS for the hosts it adds credentials for.
 	CAFile string
+	// Locale is the catalogue's locale the proxy words refusals in, for
+	// the bridge to word its own failures in.
+	Locale string
 	stop   func()
 }
 
@@ -387,7 +390,7 @@ func (s *Session) Open(ctx context.Context) (Endpoint, error) {
 		defer close(done)
 		_ = s.Serve(ln)
 	}()
-	return Endpoint{Socket: path, CAFile: s.p.caFile, stop: func() { ln.Close(); <-done }}, nil
+	return Endpoint{Socket: path, CAFile: s.p.caFile, Locale: s.p.cfg.Texts.Locale(), stop: func() { ln.Close(); <-done }}, nil
 }
 
 // Serve accepts connections on ln and serves them, until ln is closed or

@@ -686,3 +686,24 @@ func TestDialTimeout(t *testing.T) {
 		}
 	}
 }
+
+// TestBridgeWordsUnreachableProxy: a client of the bridge whose proxy
+// cannot be reached is told so in the bridge's locale, from the
+// catalogue.
+func TestBridgeWordsUnreachableProxy(t *testing.T) {
+	for _, loc := range catalog.Locales {
+		client, server := net.Pipe()
+		go relay(server, "/nonexistent/egress.sock", bridgeTexts{catalog.Or(loc)})
+		client.SetReadDeadline(time.Now().Add(20 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(client), nil)
+		if err != nil {
+			t.Fatalf("%s: %v", loc, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		client.Close()
+		want := catalog.Or(loc).Fill("egress.bridge_unreachable", "error", "")
+		if resp.StatusCode != http.StatusBadGateway || !strings.HasPrefix(string(body), want) {
+			t.Errorf("%s: %d %q, want 502 starting %q", loc, resp.StatusCode, body, want)
+		}
+	}
+}
