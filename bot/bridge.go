@@ -16,6 +16,7 @@ func (m *Main) sandboxBridge(ctx context.Context, args []string) error {
 	var cfg egress.BridgeConfig
 	fs.StringVar(&cfg.Socket, "socket", egress.BridgeSocket, "the egress proxy's Unix `socket`, as the sandbox shows it")
 	fs.StringVar(&cfg.Listen, "listen", egress.BridgeAddr, "`address` to listen on, inside the sandbox")
+	fs.StringVar(&cfg.Locale, "locale", "en", "the `locale` (en, ja) of what a client is told when the proxy cannot be reached")
 	if err := parse(fs, args); err != nil {
 		return err
 	}

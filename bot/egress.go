@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"gopkg.in/yaml.v3"
 
+	"github.com/baton-bot/baton/core/catalog"
 	"github.com/baton-bot/baton/core/egress"
 	"github.com/baton-bot/baton/core/sandbox"
 )
@@ -288,6 +289,7 @@ func (s *system) openEgress(sb *sandbox.Sandbox) (*egress.Proxy, error) {
 	ecfg := egress.Config{
 		Policy: pol, MaxConnections: c.MaxConnections, MaxOpen: c.MaxOpenConnections, MaxBytes: c.MaxBytes,
 		DialTimeout: c.DialTimeout, IdleTimeout: c.IdleTimeout, Credentials: creds, Logger: log,
+		Texts: catalog.Or(s.cfg.Locale),
 	}
 	if len(creds) > 0 {
 		var err error

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -69,10 +70,13 @@ func bashStep(cmd string) llmtest.Step {
 }
 
 // results returns the tool results of the model's requests, in order.
-func (n *newcomer) results() []string {
+func (n *newcomer) results() []string { return toolResults(n.srv) }
+
+// toolResults returns the tool results of srv's requests, in order.
+func toolResults(srv *llmtest.Server) []string {
 	var out []string
 	seen := map[string]bool{}
-	for _, r := range n.srv.Requests() {
+	for _, r := range srv.Requests() {
 		for _, m := range r.Messages {
 			if m.Role == "tool" && !seen[m.ToolCallID] {
 				seen[m.ToolCallID] = true
@@ -86,22 +90,29 @@ func (n *newcomer) results() []string {
 // events returns the details of task's jobs' events of kind, oldest first.
 func (n *newcomer) events(task, kind string) []string {
 	n.t.Helper()
-	data := n.env["BATON_DATA_DIR"]
+	id, _ := strconv.ParseInt(task, 10, 64)
+	return jobEvents(n.t, n.env["BATON_DATA_DIR"], id, kind)
+}
+
+// jobEvents returns the details of the events of kind of task's jobs, in
+// the store under data (which a running Baton may hold open), oldest
+// first.
+func jobEvents(t testing.TB, data string, task int64, kind string) []string {
+	t.Helper()
 	st, err := sqlite.Open(context.Background(), filepath.Join(data, "baton.db"), sqlite.Options{WorkspaceRoot: filepath.Join(data, "workspaces")})
 	if err != nil {
-		n.t.Fatal(err)
+		t.Fatal(err)
 	}
 	defer st.Close()
-	id, _ := strconv.ParseInt(task, 10, 64)
-	jobs, err := st.Jobs(context.Background(), core.JobFilter{TaskID: id})
+	jobs, err := st.Jobs(context.Background(), core.JobFilter{TaskID: task})
 	if err != nil {
-		n.t.Fatal(err)
+		t.Fatal(err)
 	}
 	var out []string
 	for i := len(jobs) - 1; i >= 0; i-- {
 		evs, err := st.Events(context.Background(), jobs[i].ID)
 		if err != nil {
-			n.t.Fatal(err)
+			t.Fatal(err)
 		}
 		for _, e := range evs {
 			if e.Kind == kind {
@@ -336,5 +347,36 @@ func TestEgressDoctor(t *testing.T) {
 	}
 	if c := egressCheck(cfg, sb, nil); c.Status != statusOK || !strings.Contains(c.Detail, "1 allow and 0 deny entries, default deny; credentials for 1 hosts") {
 		t.Errorf("with the sandbox: %+v", c)
+	}
+}
+
+// TestReadmeEgressExample: the README's worked example of network access
+// is a configuration Baton takes as the README says: the package index
+// and the code host allowed, credentials for the code host, nothing else.
+func TestReadmeEgressExample(t *testing.T) {
+	readme, err := os.ReadFile(readmePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)A worked example: let the agent install Python packages.*?```yaml\n(.*?)```").FindSubmatch(readme)
+	if m == nil {
+		t.Fatal("the README has no worked example of egress")
+	}
+	cfg, err := LoadConfig(writeConfig(t, string(m[1])), mapEnv(map[string]string{"GITHUB_TOKEN": "ghp-example"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	pol, errs := cfg.Egress.policy()
+	creds, credErrs := cfg.Egress.credentials()
+	if len(errs)+len(credErrs) > 0 || pol.Ask || len(pol.Allow) != 5 || len(pol.Deny) != 0 || len(creds) != 2 {
+		t.Fatalf("policy %+v (%v), credentials %d (%v)", pol, errs, len(creds), credErrs)
+	}
+	for _, c := range creds {
+		if c.Header != "Authorization" || !strings.Contains(c.Value, "ghp-example") && c.Value != "Basic "+base64.StdEncoding.EncodeToString([]byte("x-access-token:ghp-example")) {
+			t.Errorf("credential %s: %s %q", c.Match, c.Header, c.Value)
+		}
 	}
 }

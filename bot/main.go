@@ -179,7 +179,7 @@ func init() {
 		{"migrate", "[--config FILE]", "apply the database migrations", (*Main).migrate},
 		{"store", "copy --from sqlite:PATH --to postgres://…", "copy a SQLite store into an empty PostgreSQL database (the move to PostgreSQL)", (*Main).store},
 		{"config", "[--config FILE]", "print the effective configuration, secrets redacted, with where each value came from", (*Main).showConfig},
-		{egress.BridgeSubcommand, "[--socket PATH] [--listen ADDR] -- COMMAND [ARGS]", "inside a command's sandbox: relay 127.0.0.1:3128 to the egress proxy and run COMMAND behind it (the sandbox starts it)", (*Main).sandboxBridge},
+		{egress.BridgeSubcommand, "[--socket PATH] [--listen ADDR] [--locale LOCALE] -- COMMAND [ARGS]", "inside a command's sandbox: relay 127.0.0.1:3128 to the egress proxy and run COMMAND behind it (the sandbox starts it)", (*Main).sandboxBridge},
 		{"completion", "bash|zsh|fish", "print the shell completion script", (*Main).completion},
 		{"version", "", "print the version, the VCS revision and the Go toolchain", (*Main).printVersion},
 		{"help", "[COMMAND]", "show this help, or a command's", (*Main).help},

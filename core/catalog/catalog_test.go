@@ -138,7 +138,8 @@ func TestMissingKeyNeverPanics(t *testing.T) {
 // and checks that every key it names exists: full keys
 // ("tools.read.cut_lines") in the tools, the engine and the chat; the
 // engine's short keys in its msg and fill calls ("engine." + key); the
-// chat's in say and Say calls, the adapters' included ("chat." + key).
+// chat's in say and Say calls, the adapters' included ("chat." + key); the
+// egress proxy's in its say calls ("egress." + key).
 func TestKeysUsedInCodeExist(t *testing.T) {
 	en, _ := For("en")
 	full := regexp.MustCompile(`^(engine|tools|chat)\.[a-z0-9_]+(\.[a-z0-9_]+)*$`)
@@ -153,6 +154,7 @@ func TestKeysUsedInCodeExist(t *testing.T) {
 		{"../mcp", true, nil},
 		{"../engine", true, map[string]string{"msg": "engine.", "fill": "engine."}},
 		{"../chat", true, map[string]string{"say": "chat.", "Say": "chat."}},
+		{"../egress", false, map[string]string{"say": "egress."}},
 		{"../../adapters", false, map[string]string{"Say": "chat."}},
 	}
 	used := 0

@@ -315,28 +315,70 @@ func (s *Service) statusLine(ctx context.Context, task core.Task, j core.Job) (s
 		"level", level, "children", children), nil
 }
 
+// maxStatusHosts caps the hosts !status lists of a job's connections.
+const maxStatusHosts = 8
+
 // egressStatus sums up the job's connections through the egress proxy
-// (its "egress" events, which begin with the outcome), or "" when it made
-// none.
+// (its core.EventEgress events): how many of each outcome, then each host
+// and port with each outcome, how many times and the bytes up and down,
+// in the order first seen; "" when it made none.
 func (s *Service) egressStatus(evs []core.JobEvent) string {
+	type group struct {
+		host, outcome string
+		n             int
+		up, down      int64
+	}
 	counts := map[string]int{}
+	var groups []*group
+	index := map[[2]string]*group{}
 	var n int
-	var last string
 	for _, e := range evs {
-		if e.Kind != "egress" {
+		if e.Kind != core.EventEgress {
+			continue
+		}
+		c, ok := core.ParseConnection(e.Detail)
+		if !ok {
 			continue
 		}
 		n++
-		outcome, _, _ := strings.Cut(e.Detail, " ")
-		counts[outcome]++
-		last = e.Detail
+		counts[c.Outcome]++
+		key := [2]string{c.HostPort(), c.Outcome}
+		g := index[key]
+		if g == nil {
+			g = &group{host: c.HostPort(), outcome: c.Outcome}
+			index[key] = g
+			groups = append(groups, g)
+		}
+		g.n++
+		g.up += c.BytesUp
+		g.down += c.BytesDown
 	}
 	if n == 0 {
 		return ""
 	}
+	var hosts []string
+	for i, g := range groups {
+		if i == maxStatusHosts {
+			hosts = append(hosts, s.say("status_egress_more", "n", strconv.Itoa(len(groups)-i)))
+			break
+		}
+		host := "`" + strings.ReplaceAll(clipLine(orDash(g.host), 100), "`", "'") + "`"
+		hosts = append(hosts, s.say("status_egress_host", "host", host, "outcome", s.outcomeWord(g.outcome), "n", strconv.Itoa(g.n),
+			"up", strconv.FormatInt(g.up, 10), "down", strconv.FormatInt(g.down, 10)))
+	}
 	return " " + s.say("status_egress", "n", strconv.Itoa(n), "allowed", strconv.Itoa(counts["allowed"]),
-		"denied", strconv.Itoa(counts["denied"]), "asked", strconv.Itoa(counts["asked"]),
-		"last", "`"+strings.ReplaceAll(clipLine(last, 200), "`", "'")+"`")
+		"denied", strconv.Itoa(counts["denied"]), "asked", strconv.Itoa(counts["asked"]), "hosts", strings.Join(hosts, "; "))
+}
+
+// outcomeWord is a connection's outcome as people read it.
+func (s *Service) outcomeWord(outcome string) string {
+	switch outcome {
+	case "allowed":
+		return s.say("status_egress_allowed")
+	case "denied":
+		return s.say("status_egress_denied")
+	}
+	return s.say("status_egress_asked")
 }
 
 func orDash(s string) string {

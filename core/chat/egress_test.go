@@ -13,8 +13,9 @@ import (
 )
 
 // TestEgressApprovalAlwaysAllows: an approval of a connection says which
-// host the agent wants to reach; Always allow stores a rule for that host
-// and port in the channel, which the policy then answers with.
+// host the agent wants to reach; !status lists the job's connections by
+// host and port, outcome and bytes; Always allow stores a rule for that
+// host and port in the channel, which the policy then answers with.
 func TestEgressApprovalAlwaysAllows(t *testing.T) {
 	w := newWorld(t, chat.Access{})
 	ctx := context.Background()
@@ -35,8 +36,13 @@ func TestEgressApprovalAlwaysAllows(t *testing.T) {
 	if j, err = w.store.FinishJob(ctx, j.ID, j.Attempt, fin); err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range []string{"allowed CONNECT github.com:443 (egress.allow[0]) via 140.82.112.3:443, 1 B up, 2 B down, 1ms", "asked CONNECT pypi.org:443 (egress.default): …"} {
-		if err := w.store.AddEvent(ctx, core.JobEvent{JobID: j.ID, At: time.Now(), Kind: "egress", Detail: d}); err != nil {
+	for _, d := range []string{
+		"allowed CONNECT github.com:443 (egress.allow[0]) via 140.82.112.3:443, 1 B up, 2 B down, 1ms",
+		"asked CONNECT pypi.org:443 (egress.default): …",
+		"allowed GET github.com:443 (egress.allow[0]) via 140.82.112.3:443, 10 B up, 20 B down, 1ms",
+		"denied CONNECT [::1]:6379 (egress.default): no egress.allow entry covers [::1]:6379",
+	} {
+		if err := w.store.AddEvent(ctx, core.JobEvent{JobID: j.ID, At: time.Now(), Kind: core.EventEgress, Detail: d}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -52,7 +58,8 @@ func TestEgressApprovalAlwaysAllows(t *testing.T) {
 			status = p.Text
 		}
 	}
-	if !strings.Contains(status, "Network: 2 connections (1 allowed, 0 denied, 1 asked); last: `asked CONNECT pypi.org:443") {
+	if !strings.Contains(status, "Network: 4 connections (2 allowed, 1 denied, 1 asked): `github.com:443` allowed ×2, 11 B up, 22 B down; "+
+		"`pypi.org:443` asked ×1, 0 B up, 0 B down; `[::1]:6379` denied ×1, 0 B up, 0 B down.") {
 		t.Errorf("!status = %q", status)
 	}
 	if len(msgs) != 1 || !strings.Contains(msgs[0].Text, "The agent wants to reach `pypi.org:443` (egress.default)") ||

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
+
+	"github.com/baton-bot/baton/core/catalog"
 )
 
 // The bridge runs inside the sandbox, whose network namespace has nothing
@@ -33,9 +35,9 @@ const BridgeSocket = "/run/baton/egress.sock"
 
 // BridgeArgs returns the command line that runs argv behind the bridge:
 // exe (a binary that runs Bridge for BridgeSubcommand) with the socket at
-// socket inside the sandbox.
-func BridgeArgs(exe, socket string, argv []string) []string {
-	return append([]string{exe, BridgeSubcommand, "--socket", socket, "--listen", BridgeAddr, "--"}, argv...)
+// socket inside the sandbox, wording its own failures in locale.
+func BridgeArgs(exe, socket, locale string, argv []string) []string {
+	return append([]string{exe, BridgeSubcommand, "--socket", socket, "--listen", BridgeAddr, "--locale", locale, "--"}, argv...)
 }
 
 // BridgeFailed is the exit code of a bridge that could not start its
@@ -44,8 +46,11 @@ const BridgeFailed = 125
 
 // BridgeConfig is what the bridge is told on its command line.
 type BridgeConfig struct {
-	Socket string   // the proxy's Unix socket (default BridgeSocket)
-	Listen string   // the address to listen on (default BridgeAddr)
+	Socket string // the proxy's Unix socket (default BridgeSocket)
+	Listen string // the address to listen on (default BridgeAddr)
+	// Locale is the catalogue's locale of what the bridge tells a client
+	// when the proxy cannot be reached ("": English).
+	Locale string
 	Argv   []string // the command
 }
 
@@ -58,6 +63,7 @@ func BridgeMain(args []string, stderr io.Writer) int {
 	var cfg BridgeConfig
 	fs.StringVar(&cfg.Socket, "socket", BridgeSocket, "the egress proxy's Unix `socket`")
 	fs.StringVar(&cfg.Listen, "listen", BridgeAddr, "`address` to listen on")
+	fs.StringVar(&cfg.Locale, "locale", "en", "the `locale` of what a client is told")
 	if err := fs.Parse(args); err != nil {
 		return BridgeFailed
 	}
@@ -90,7 +96,7 @@ func Bridge(cfg BridgeConfig, stderr io.Writer) int {
 		return BridgeFailed
 	}
 	defer ln.Close()
-	go relayAll(ln, cfg.Socket)
+	go relayAll(ln, cfg.Socket, bridgeTexts{catalog.Or(cfg.Locale)})
 
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
@@ -141,9 +147,15 @@ func keepFromChildren() {
 	}
 }
 
+// bridgeTexts words what the bridge tells a client (the catalogue's
+// egress section).
+type bridgeTexts struct{ tx *catalog.Texts }
+
+func (b bridgeTexts) say(key string, vars ...string) string { return b.tx.Fill("egress."+key, vars...) }
+
 // relayAll relays every connection ln accepts to the Unix socket, until ln
 // is closed.
-func relayAll(ln net.Listener, socket string) {
+func relayAll(ln net.Listener, socket string, tx bridgeTexts) {
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -153,17 +165,18 @@ func relayAll(ln net.Listener, socket string) {
 			}
 			return
 		}
-		go relay(c, socket)
+		go relay(c, socket, tx)
 	}
 }
 
 // relay copies bytes both ways between c and a new connection to socket,
 // half-closing each side as the other ends.
-func relay(c net.Conn, socket string) {
+func relay(c net.Conn, socket string, tx bridgeTexts) {
 	defer c.Close()
 	up, err := net.Dial("unix", socket)
 	if err != nil {
-		io.WriteString(c, "HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\nBaton egress bridge: the proxy is not reachable: "+err.Error()+"\n")
+		io.WriteString(c, "HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"+
+			tx.say("bridge_unreachable", "error", clip(err.Error(), 200))+"\n")
 		return
 	}
 	defer up.Close()

@@ -52,6 +52,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/baton-bot/baton/core/catalog"
 )
 
 // Defaults of Config.
@@ -107,6 +109,10 @@ type Config struct {
 	// the goroutine that served it (after the session's own Audit).
 	Audit  func(Record)
 	Logger *slog.Logger
+	// Texts words what the proxy tells clients and the audit: a refusal's
+	// body, which Bash's output and so the model read, and a Record's
+	// Reason (the catalogue's egress section; nil: English).
+	Texts *catalog.Texts
 }
 
 // Job is who a session serves, as the rules' scoping and the audit name
@@ -243,6 +249,12 @@ func New(cfg Config) (*Proxy, error) {
 	return p, nil
 }
 
+// say returns the catalogue's text "egress."+key, with vars (name, value,
+// …) filled in.
+func (p *Proxy) say(key string, vars ...string) string {
+	return p.cfg.Texts.Fill("egress."+key, vars...)
+}
+
 // localAddrs returns the addresses of the host's interfaces.
 func localAddrs() map[netip.Addr]bool {
 	out := map[netip.Addr]bool{}
@@ -340,6 +352,9 @@ type Endpoint struct {
 	// CA, for the command's TLS clients to trust: the proxy terminates
 	// TLS for the hosts it adds credentials for.
 	CAFile string
+	// Locale is the catalogue's locale the proxy words refusals in, for
+	// the bridge to word its own failures in.
+	Locale string
 	stop   func()
 }
 
@@ -375,7 +390,7 @@ func (s *Session) Open(ctx context.Context) (Endpoint, error) {
 		defer close(done)
 		_ = s.Serve(ln)
 	}()
-	return Endpoint{Socket: path, CAFile: s.p.caFile, stop: func() { ln.Close(); <-done }}, nil
+	return Endpoint{Socket: path, CAFile: s.p.caFile, Locale: s.p.cfg.Texts.Locale(), stop: func() { ln.Close(); <-done }}, nil
 }
 
 // Serve accepts connections on ln and serves them, until ln is closed or

@@ -15,8 +15,11 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/baton-bot/baton/core/catalog"
 )
 
 // resolver is a fake DNS: names to addresses, counting lookups.
@@ -577,5 +580,130 @@ func TestThousandConnections(t *testing.T) {
 	resp.Body.Close()
 	if !strings.HasPrefix(string(body), "after") {
 		t.Errorf("after the flood: %d %q", resp.StatusCode, body)
+	}
+}
+
+// TestRefusalsInLocale: what a refused client reads, and the audit's
+// reason, are the catalogue's words in the proxy's locale: the English
+// and the Japanese of each kind of refusal, never a text of the code.
+func TestRefusalsInLocale(t *testing.T) {
+	_, other := nonceServer(t, "other")
+	res := newResolver(map[string]string{"localhost": "127.0.0.1"})
+	for _, loc := range catalog.Locales {
+		t.Run(loc, func(t *testing.T) {
+			tx := catalog.Or(loc)
+			r := newRig(t, Config{Resolver: res, Texts: tx, MaxConnections: 2}, nil, "localhost")
+			for _, tc := range []struct{ send, want string }{
+				{"CONNECT " + other + " HTTP/1.1\r\n\r\n", tx.Fill("egress.not_listed", "target", other)},
+				{"CONNECT localhost:6379 HTTP/1.1\r\n\r\n", tx.Fill("egress.special_name", "host", "localhost", "addr", "127.0.0.1")},
+				{"CONNECT nowhere HTTP/1.1\r\n\r\n", tx.Fill("egress.connect_target", "target", `"nowhere"`)},
+				{"GET /x HTTP/1.1\r\nHost: x\r\n\r\n", tx.Fill("egress.not_absolute")},
+				{"CONNECT " + other + " HTTP/1.1\r\n\r\n", tx.Fill("egress.max_connections", "n", "2")},
+			} {
+				c, err := net.Dial("tcp", r.addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				io.WriteString(c, tc.send)
+				c.SetReadDeadline(time.Now().Add(20 * time.Second))
+				resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+				if err != nil {
+					t.Fatalf("%q: %v", tc.send, err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				c.Close()
+				if want := tx.Fill("egress.refusal", "reason", tc.want) + "\n"; string(body) != want {
+					t.Errorf("%q answered %q, want %q", tc.send, body, want)
+				}
+			}
+			recs := r.audit.wait(t, 5)
+			if recs[0].Reason != tx.Fill("egress.not_listed", "target", other) {
+				t.Errorf("the audit's reason: %q", recs[0].Reason)
+			}
+		})
+	}
+	en, ja := catalog.Or("en").Text("egress.not_listed"), catalog.Or("ja").Text("egress.not_listed")
+	if en == ja || !strings.Contains(ja, "egress.allow") {
+		t.Errorf("the locales' texts: en %q, ja %q", en, ja)
+	}
+}
+
+// blackhole returns the address of a listener that never accepts and
+// whose queue is full, so that a new connection to it is never answered
+// (its SYN is dropped), as a host that does not answer.
+func blackhole(t *testing.T) string {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Listen(fd, 0); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
+	// Fill the queue: connections complete until it is full, then hang.
+	for range 8 {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err != nil {
+			return addr
+		}
+		t.Cleanup(func() { c.Close() })
+	}
+	t.Skip("the listen queue never filled")
+	return ""
+}
+
+// TestDialTimeout: a host that never answers the connection is given up
+// after the dial timeout, with a 504 saying so, a tunnel and a forwarded
+// request alike.
+func TestDialTimeout(t *testing.T) {
+	addr := blackhole(t)
+	r := newRig(t, Config{DialTimeout: 300 * time.Millisecond}, nil, addr)
+	want := "Baton egress proxy: " + addr + " did not answer within 300ms"
+	if status, _, _ := r.connect(t, addr); !strings.HasPrefix(status, "504") || !strings.Contains(status, want) {
+		t.Errorf("CONNECT to a host that never answers: %q", status)
+	}
+	resp, err := r.client().Get("http://" + addr + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusGatewayTimeout || !strings.Contains(string(body), want) {
+		t.Errorf("GET from a host that never answers: %d %q", resp.StatusCode, body)
+	}
+	for _, rec := range r.audit.wait(t, 2) {
+		if !strings.Contains(rec.Reason, "did not answer within 300ms") {
+			t.Errorf("audit: %+v", rec)
+		}
+	}
+}
+
+// TestBridgeWordsUnreachableProxy: a client of the bridge whose proxy
+// cannot be reached is told so in the bridge's locale, from the
+// catalogue.
+func TestBridgeWordsUnreachableProxy(t *testing.T) {
+	for _, loc := range catalog.Locales {
+		client, server := net.Pipe()
+		go relay(server, "/nonexistent/egress.sock", bridgeTexts{catalog.Or(loc)})
+		client.SetReadDeadline(time.Now().Add(20 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(client), nil)
+		if err != nil {
+			t.Fatalf("%s: %v", loc, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		client.Close()
+		want := catalog.Or(loc).Fill("egress.bridge_unreachable", "error", "")
+		if resp.StatusCode != http.StatusBadGateway || !strings.HasPrefix(string(body), want) {
+			t.Errorf("%s: %d %q, want 502 starting %q", loc, resp.StatusCode, body, want)
+		}
 	}
 }

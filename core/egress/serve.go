@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -59,7 +60,7 @@ func (s *Session) serveConn(c net.Conn, open int) {
 	cfg := &s.p.cfg
 	if open > cfg.MaxOpen {
 		s.refuse(c, nil, Record{Method: "?"}, time.Now(), &refusal{status: http.StatusTooManyRequests, outcome: Denied, rule: "egress.max_open",
-			reason: fmt.Sprintf("this job already holds %d connections through the proxy, its cap at once", cfg.MaxOpen)})
+			reason: s.p.say("max_open", "n", strconv.Itoa(cfg.MaxOpen))})
 		return
 	}
 	lim := &limited{r: c, n: MaxHeaderBytes}
@@ -75,7 +76,7 @@ func (s *Session) serveConn(c net.Conn, open int) {
 			if !first || errors.Is(err, io.EOF) {
 				return
 			}
-			s.refuse(c, nil, Record{Method: "?"}, start, badRequest(err))
+			s.refuse(c, nil, Record{Method: "?"}, start, s.p.badRequest(err))
 			return
 		}
 		c.SetReadDeadline(time.Time{})
@@ -91,16 +92,16 @@ func (s *Session) serveConn(c net.Conn, open int) {
 }
 
 // badRequest words a request that could not be read.
-func badRequest(err error) *refusal {
+func (p *Proxy) badRequest(err error) *refusal {
 	var ne net.Error
 	switch {
 	case errors.Is(err, errHeaderTooLong):
 		return &refusal{status: http.StatusRequestHeaderFieldsTooLarge, outcome: Denied, rule: "proxy",
-			reason: fmt.Sprintf("the request line and headers are longer than %d bytes", MaxHeaderBytes)}
+			reason: p.say("header_too_long", "n", strconv.Itoa(MaxHeaderBytes))}
 	case errors.As(err, &ne) && ne.Timeout():
-		return &refusal{status: http.StatusRequestTimeout, outcome: Denied, rule: "proxy", reason: "no complete request arrived in time"}
+		return &refusal{status: http.StatusRequestTimeout, outcome: Denied, rule: "proxy", reason: p.say("header_timeout")}
 	}
-	return &refusal{status: http.StatusBadRequest, outcome: Denied, rule: "proxy", reason: "malformed request: " + clip(err.Error(), 200)}
+	return &refusal{status: http.StatusBadRequest, outcome: Denied, rule: "proxy", reason: p.say("malformed", "error", clip(err.Error(), 200))}
 }
 
 // connect serves a CONNECT: a tunnel to the host, bytes relayed untouched.
@@ -109,7 +110,7 @@ func (s *Session) connect(c net.Conn, br *bufio.Reader, req *http.Request, start
 	t, err := parseTarget(req.RequestURI, 0)
 	if err != nil {
 		s.refuse(c, req, rec, start, &refusal{status: http.StatusBadRequest, outcome: Denied, rule: "proxy",
-			reason: "CONNECT wants host:port: " + clip(err.Error(), 200)})
+			reason: s.p.say("connect_target", "target", strconv.Quote(clip(req.RequestURI, 200)))})
 		return
 	}
 	rec.Host, rec.Port = t.host, t.port
@@ -134,7 +135,7 @@ func (s *Session) connect(c net.Conn, br *bufio.Reader, req *http.Request, start
 	rec.Addr = addr.String()
 	c.SetWriteDeadline(time.Now().Add(s.p.cfg.IdleTimeout))
 	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
-		rec.Reason = "the client left"
+		rec.Reason = s.p.say("client_left")
 		s.finish(rec, start)
 		return
 	}
@@ -167,13 +168,13 @@ func (s *Session) terminate(c net.Conn, br *bufio.Reader, t target, addrs []neti
 	cfg := &s.p.cfg
 	cert, err := cfg.CA.leaf(t.host, time.Now())
 	if err != nil {
-		ref := &refusal{status: http.StatusBadGateway, outcome: Allowed, reason: "no certificate for " + t.host + ": " + clip(err.Error(), 200)}
-		writeRefusal(c, nil, ref)
+		ref := &refusal{status: http.StatusBadGateway, outcome: Allowed, reason: s.p.say("no_certificate", "host", t.host, "error", clip(err.Error(), 200))}
+		s.p.writeRefusal(c, nil, ref)
 		return ref.reason
 	}
 	c.SetWriteDeadline(time.Now().Add(cfg.IdleTimeout))
 	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
-		return "the client left"
+		return s.p.say("client_left")
 	}
 	c.SetWriteDeadline(time.Time{})
 	tc := tls.Server(&bufferedConn{Conn: c, r: br}, &tls.Config{
@@ -182,7 +183,7 @@ func (s *Session) terminate(c net.Conn, br *bufio.Reader, t target, addrs []neti
 	defer tc.Close()
 	tc.SetDeadline(time.Now().Add(cfg.HeaderTimeout))
 	if err := tc.HandshakeContext(s.ctx); err != nil {
-		return "TLS with the client failed (does it trust Baton's CA?): " + clip(err.Error(), 200)
+		return s.p.say("client_tls", "error", clip(err.Error(), 200))
 	}
 	tc.SetDeadline(time.Time{})
 	upstream := &tls.Config{RootCAs: cfg.UpstreamRoots, MinVersion: tls.VersionTLS12}
@@ -196,20 +197,20 @@ func (s *Session) terminate(c net.Conn, br *bufio.Reader, t target, addrs []neti
 			if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
 				return ""
 			}
-			ref := badRequest(err)
-			writeRefusal(tc, nil, ref)
+			ref := s.p.badRequest(err)
+			s.p.writeRefusal(tc, nil, ref)
 			return ref.reason
 		}
 		tc.SetReadDeadline(time.Time{})
 		lim.n = math.MaxInt64
 		if n := s.made.Add(1); n > int64(cfg.MaxConnections) {
-			ref := &refusal{status: http.StatusTooManyRequests, outcome: Denied, reason: fmt.Sprintf("this job has made %d connections through the proxy, its cap", cfg.MaxConnections)}
-			writeRefusal(tc, req, ref)
+			ref := s.p.connectionsRefusal()
+			s.p.writeRefusal(tc, req, ref)
 			return ref.reason
 		}
 		if s.bytes.Load() >= cfg.MaxBytes {
-			ref := bytesRefusal(cfg.MaxBytes)
-			writeRefusal(tc, req, ref)
+			ref := s.p.bytesRefusal()
+			s.p.writeRefusal(tc, req, ref)
 			return ref.reason
 		}
 		req.URL.Scheme, req.URL.Host = "https", t.String()
@@ -240,13 +241,13 @@ func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 func (s *Session) forward(c net.Conn, req *http.Request, start time.Time) bool {
 	rec := Record{Method: req.Method}
 	if req.URL.Scheme != "http" || req.URL.Host == "" {
-		s.refuse(c, req, rec, start, &refusal{status: http.StatusBadRequest, outcome: Denied, rule: "proxy",
-			reason: "this is Baton's egress proxy: it forwards absolute http:// URLs, and CONNECT for everything else (https)"})
+		s.refuse(c, req, rec, start, &refusal{status: http.StatusBadRequest, outcome: Denied, rule: "proxy", reason: s.p.say("not_absolute")})
 		return false
 	}
 	t, err := parseTarget(req.URL.Host, 80)
 	if err != nil {
-		s.refuse(c, req, rec, start, &refusal{status: http.StatusBadRequest, outcome: Denied, rule: "proxy", reason: clip(err.Error(), 200)})
+		s.refuse(c, req, rec, start, &refusal{status: http.StatusBadRequest, outcome: Denied, rule: "proxy",
+			reason: s.p.say("bad_target", "target", strconv.Quote(clip(req.URL.Host, 200)))})
 		return false
 	}
 	rec.Host, rec.Port = t.host, t.port
@@ -305,10 +306,15 @@ func (s *Session) exchange(c net.Conn, req *http.Request, t target, addrs []neti
 	resp, err := tr.RoundTrip(out)
 	if err != nil {
 		var ref *refusal
-		if !errors.As(err, &ref) {
-			ref = &refusal{status: dialStatus(err), outcome: Allowed, reason: "no answer from " + t.String() + ": " + clip(err.Error(), 200)}
+		var we *wordedError
+		switch {
+		case errors.As(err, &ref):
+		case errors.As(err, &we):
+			ref = &refusal{status: dialStatus(err), outcome: Allowed, reason: we.text}
+		default:
+			ref = &refusal{status: dialStatus(err), outcome: Allowed, reason: s.p.say("no_answer", "target", t.String(), "error", clip(err.Error(), 200))}
 		}
-		writeRefusal(c, req, ref)
+		s.p.writeRefusal(c, req, ref)
 		return false, ref
 	}
 	defer resp.Body.Close()
@@ -316,7 +322,7 @@ func (s *Session) exchange(c net.Conn, req *http.Request, t target, addrs []neti
 	resp.Close = !keep
 	removeHopHeaders(resp.Header)
 	if err := resp.Write(&idleWriter{c: c, idle: cfg.IdleTimeout}); err != nil {
-		return false, fmt.Errorf("relaying the response: %w", clipErr(err))
+		return false, &wordedError{text: s.p.say("relay_response", "error", clip(err.Error(), 200)), err: err}
 	}
 	return keep, nil
 }
@@ -357,17 +363,16 @@ func removeHopHeaders(h http.Header) {
 func (s *Session) admit(t target) ([]netip.Addr, string, *refusal) {
 	cfg, job := &s.p.cfg, s.cfg.Job
 	if n := s.made.Add(1); n > int64(cfg.MaxConnections) {
-		return nil, "", &refusal{status: http.StatusTooManyRequests, outcome: Denied, rule: "egress.max_connections",
-			reason: fmt.Sprintf("this job has made %d connections through the proxy, its cap", cfg.MaxConnections)}
+		return nil, "", s.p.connectionsRefusal()
 	}
 	if s.bytes.Load() >= cfg.MaxBytes {
-		return nil, "", bytesRefusal(cfg.MaxBytes)
+		return nil, "", s.p.bytesRefusal()
 	}
 	d := cfg.Policy.decide(t, job)
 	if !d.allow && !d.ask {
-		reason := "no egress.allow entry covers " + t.String()
+		reason := s.p.say("not_listed", "target", t.String())
 		if d.rule != "egress.default" {
-			reason = d.rule + " refuses " + t.String()
+			reason = s.p.say("rule_refuses", "rule", d.rule, "target", t.String())
 		}
 		return nil, "", &refusal{status: http.StatusForbidden, outcome: Denied, rule: d.rule, reason: reason}
 	}
@@ -382,19 +387,20 @@ func (s *Session) admit(t target) ([]netip.Addr, string, *refusal) {
 	a, err := s.ask(t, addrs)
 	switch {
 	case err != nil:
-		return nil, "", &refusal{status: http.StatusForbidden, outcome: Denied, rule: d.rule, reason: "could not ask about " + t.String() + ": " + clip(err.Error(), 200)}
+		s.log.Warn("could not ask about a connection; refusing it", "host", t.String(), "err", err)
+		return nil, "", &refusal{status: http.StatusForbidden, outcome: Denied, rule: d.rule, reason: s.p.say("ask_failed", "target", t.String())}
 	case a.Outcome == Allowed:
 		return addrs, a.Rule, nil
 	case a.Outcome == Asked:
 		reason := a.Reason
 		if reason == "" {
-			reason = "reaching " + t.String() + " needs a person's approval; it has been asked for: retry once it is approved"
+			reason = s.p.say("asked", "target", t.String())
 		}
 		return nil, "", &refusal{status: http.StatusForbidden, outcome: Asked, rule: d.rule, reason: reason}
 	}
 	reason := a.Reason
 	if reason == "" {
-		reason = "reaching " + t.String() + " was denied"
+		reason = s.p.say("denied", "target", t.String())
 	}
 	rule := a.Rule
 	if rule == "" {
@@ -403,15 +409,23 @@ func (s *Session) admit(t target) ([]netip.Addr, string, *refusal) {
 	return nil, "", &refusal{status: http.StatusForbidden, outcome: Denied, rule: rule, reason: reason}
 }
 
-func bytesRefusal(max int64) *refusal {
+// connectionsRefusal refuses a connection past Config.MaxConnections.
+func (p *Proxy) connectionsRefusal() *refusal {
+	return &refusal{status: http.StatusTooManyRequests, outcome: Denied, rule: "egress.max_connections",
+		reason: p.say("max_connections", "n", strconv.Itoa(p.cfg.MaxConnections))}
+}
+
+// bytesRefusal ends a connection once the job's bytes passed
+// Config.MaxBytes.
+func (p *Proxy) bytesRefusal() *refusal {
 	return &refusal{status: http.StatusTooManyRequests, outcome: Denied, rule: "egress.max_bytes",
-		reason: fmt.Sprintf("this job has passed %d bytes through the proxy, its cap", max)}
+		reason: p.say("max_bytes", "n", strconv.FormatInt(p.cfg.MaxBytes, 10))}
 }
 
 // ask puts t to the session's Asker, for at most Config.AskTimeout.
 func (s *Session) ask(t target, addrs []netip.Addr) (Answer, error) {
 	if s.cfg.Asker == nil {
-		return Answer{Outcome: Denied, Reason: "nobody can be asked about " + t.String() + " here"}, nil
+		return Answer{Outcome: Denied, Reason: s.p.say("nobody_to_ask", "target", t.String())}, nil
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, s.p.cfg.AskTimeout)
 	defer cancel()
@@ -433,11 +447,11 @@ func (s *Session) addresses(t target, ask bool) ([]netip.Addr, *refusal) {
 		var err error
 		all, err = s.p.resolve.LookupNetIP(ctx, "ip", t.host)
 		if err != nil || len(all) == 0 {
-			why := "no address"
+			why := s.p.say("no_address")
 			if err != nil {
 				why = clip(err.Error(), 200)
 			}
-			return nil, &refusal{status: http.StatusBadGateway, outcome: Denied, reason: "cannot resolve " + t.host + ": " + why}
+			return nil, &refusal{status: http.StatusBadGateway, outcome: Denied, reason: s.p.say("cannot_resolve", "host", t.host, "error", why)}
 		}
 	}
 	var ok, refused []netip.Addr
@@ -450,12 +464,11 @@ func (s *Session) addresses(t target, ask bool) ([]netip.Addr, *refusal) {
 		ok = append(ok, ip)
 	}
 	if len(ok) == 0 {
-		what := t.host + " resolves to " + refused[0].String()
+		reason := s.p.say("special_name", "host", t.host, "addr", refused[0].String())
 		if t.ip.IsValid() {
-			what = t.host
+			reason = s.p.say("special_addr", "host", t.host)
 		}
-		return nil, &refusal{status: http.StatusForbidden, outcome: Denied,
-			reason: what + ", a loopback, private or reserved address or one of Baton's host: only an egress.allow entry naming that address reaches it"}
+		return nil, &refusal{status: http.StatusForbidden, outcome: Denied, reason: reason}
 	}
 	return ok, nil
 }
@@ -474,28 +487,45 @@ func (s *Session) dial(t target, addrs []netip.Addr) (net.Conn, netip.AddrPort, 
 			return c, ap, nil
 		}
 		last = err
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || timeout(err) {
 			break
 		}
 	}
-	if ctx.Err() != nil {
-		return nil, netip.AddrPort{}, fmt.Errorf("%s did not answer within %s: %w", t, s.p.cfg.DialTimeout, os.ErrDeadlineExceeded)
+	// The dialer's own deadline, taken from ctx, may end the dial a
+	// moment before ctx's timer does: either is the host not answering.
+	if ctx.Err() != nil || timeout(last) {
+		return nil, netip.AddrPort{}, &wordedError{text: s.p.say("dial_timeout", "target", t.String(), "timeout", s.p.cfg.DialTimeout.String()), err: os.ErrDeadlineExceeded}
 	}
-	return nil, netip.AddrPort{}, fmt.Errorf("cannot connect to %s: %s", t, clip(last.Error(), 200))
+	return nil, netip.AddrPort{}, &wordedError{text: s.p.say("dial_failed", "target", t.String(), "error", clip(last.Error(), 200)), err: last}
 }
 
+// wordedError is an error whose text is the catalogue's, for the client
+// and the audit; it wraps the error it words, for errors.Is.
+type wordedError struct {
+	text string
+	err  error
+}
+
+func (e *wordedError) Error() string { return e.text }
+func (e *wordedError) Unwrap() error { return e.err }
+
 func dialStatus(err error) int {
-	var ne net.Error
-	if errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+	if timeout(err) {
 		return http.StatusGatewayTimeout
 	}
 	return http.StatusBadGateway
 }
 
+// timeout reports whether err is a deadline's.
+func timeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, os.ErrDeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
+}
+
 // refuse answers the client ref and audits the connection.
 func (s *Session) refuse(c net.Conn, req *http.Request, rec Record, start time.Time, ref *refusal) {
 	c.SetWriteDeadline(time.Now().Add(5 * time.Second))
-	writeRefusal(c, req, ref)
+	s.p.writeRefusal(c, req, ref)
 	rec.Outcome, rec.Reason = ref.outcome, ref.reason
 	if rec.Rule == "" {
 		rec.Rule = ref.rule
@@ -505,8 +535,8 @@ func (s *Session) refuse(c net.Conn, req *http.Request, rec Record, start time.T
 
 // writeRefusal writes ref as the response to req: its status, a header
 // saying it is the proxy's, and the reason as a text body.
-func writeRefusal(w io.Writer, req *http.Request, ref *refusal) {
-	body := "Baton egress proxy: " + ref.reason + "\n"
+func (p *Proxy) writeRefusal(w io.Writer, req *http.Request, ref *refusal) {
+	body := p.say("refusal", "reason", ref.reason) + "\n"
 	resp := &http.Response{
 		StatusCode: ref.status, ProtoMajor: 1, ProtoMinor: 1, Request: req, Close: true,
 		Header:        http.Header{"Content-Type": {"text/plain; charset=utf-8"}, "X-Baton-Egress": {ref.outcome}},
@@ -534,9 +564,13 @@ func (s *Session) pipe(c net.Conn, cr io.Reader, up net.Conn) (upBytes, downByte
 		up.SetReadDeadline(d)
 	}
 	touch()
+	// A relay cut by a cap or idleness says so; an I/O error (io) is
+	// what the cut caused on the other side, told only when nothing else
+	// was.
 	type result struct {
 		n      int64
 		reason string
+		io     bool
 	}
 	copyDir := func(dst net.Conn, src io.Reader, done chan<- result) {
 		buf := make([]byte, 32<<10)
@@ -548,12 +582,12 @@ func (s *Session) pipe(c net.Conn, cr io.Reader, up net.Conn) (upBytes, downByte
 				n += int64(k)
 				over := s.bytes.Add(int64(k)) > s.p.cfg.MaxBytes
 				if over {
-					done <- result{n, bytesRefusal(s.p.cfg.MaxBytes).reason}
+					done <- result{n: n, reason: s.p.bytesRefusal().reason}
 					return
 				}
 				dst.SetWriteDeadline(time.Now().Add(idle))
 				if _, werr := dst.Write(buf[:k]); werr != nil {
-					done <- result{n, "write: " + clipErr(werr).Error()}
+					done <- result{n: n, reason: s.p.say("relay_write", "error", clip(werr.Error(), 200)), io: true}
 					return
 				}
 			}
@@ -562,11 +596,11 @@ func (s *Session) pipe(c net.Conn, cr io.Reader, up net.Conn) (upBytes, downByte
 				switch {
 				case errors.Is(err, io.EOF):
 					closeWrite(dst)
-					done <- result{n, ""}
+					done <- result{n: n}
 				case errors.As(err, &ne) && ne.Timeout():
-					done <- result{n, "idle for " + idle.String()}
+					done <- result{n: n, reason: s.p.say("idle", "timeout", idle.String())}
 				default:
-					done <- result{n, "read: " + clipErr(err).Error()}
+					done <- result{n: n, reason: s.p.say("relay_read", "error", clip(err.Error(), 200)), io: true}
 				}
 				return
 			}
@@ -592,21 +626,12 @@ func (s *Session) pipe(c net.Conn, cr io.Reader, up net.Conn) (upBytes, downByte
 			}
 		}
 	}
-	return u.n, d.n, cmpReason(u.reason, d.reason)
-}
-
-// cmpReason picks what to tell of a cut relay: a cap or idleness over the
-// errors they caused on the other side.
-func cmpReason(a, b string) string {
-	for _, r := range []string{a, b} {
-		if r != "" && !strings.HasPrefix(r, "read: ") && !strings.HasPrefix(r, "write: ") {
-			return r
+	for _, r := range []result{u, d} {
+		if r.reason != "" && !r.io {
+			return u.n, d.n, r.reason
 		}
 	}
-	if a != "" {
-		return a
-	}
-	return b
+	return u.n, d.n, cmp.Or(u.reason, d.reason)
 }
 
 // closeWrite half-closes c when it can (TCP, Unix), else closes it.
@@ -649,14 +674,14 @@ func (c *countConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	c.down.Add(int64(n))
 	if c.s.bytes.Add(int64(n)) > c.s.p.cfg.MaxBytes {
-		return n, bytesRefusal(c.s.p.cfg.MaxBytes)
+		return n, c.s.p.bytesRefusal()
 	}
 	return n, err
 }
 
 func (c *countConn) Write(p []byte) (int, error) {
 	if c.s.bytes.Add(int64(len(p))) > c.s.p.cfg.MaxBytes {
-		return 0, bytesRefusal(c.s.p.cfg.MaxBytes)
+		return 0, c.s.p.bytesRefusal()
 	}
 	// Counted before it is sent: the host may answer, and the exchange
 	// end, before this goroutine runs again.
@@ -691,11 +716,3 @@ func clip(s string, n int) string {
 }
 
 func utf8Start(b byte) bool { return b&0xC0 != 0x80 }
-
-// clipErr shortens err's text for people, keeping it an error.
-func clipErr(err error) error {
-	if err == nil {
-		return nil
-	}
-	return errors.New(clip(err.Error(), 200))
-}

@@ -58,11 +58,9 @@ type checkpoint struct {
 	// offer again when it resumes.
 	Loaded []string `json:"loaded,omitempty"`
 	// Egress is the host:port the movement parked for (egress.go), with
-	// no pending call; EgressApproved and EgressDenied are the hosts
-	// people decided on for the job so far.
-	Egress         string   `json:"egress,omitempty"`
-	EgressApproved []string `json:"egress_approved,omitempty"`
-	EgressDenied   []string `json:"egress_denied,omitempty"`
+	// no pending call. What people decided on other hosts is the job's
+	// approvals' (recallEgress).
+	Egress string `json:"egress,omitempty"`
 }
 
 type metaJSON struct {
@@ -155,7 +153,6 @@ func (m *movement) checkpointAt(calls []llm.ToolCall) checkpoint {
 			cp.Fired = append(cp.Fired, level(l))
 		}
 	}
-	cp.EgressApproved, cp.EgressDenied = m.pr.egressDecided()
 	return cp
 }
 
@@ -191,7 +188,6 @@ func (pr *pieceRun) resumeMovement(ctx context.Context, mv *piece.Movement, cp c
 	}
 	// What people wrote while the job waited is news to the agent.
 	pr.seen = cp.Seen
-	pr.egressRestore(cp)
 	defer func() { pr.writeMovementLog(mv.Name, m.record) }()
 	if cp.Egress != "" {
 		return pr.resumeEgress(ctx, m, cp.Egress, a)

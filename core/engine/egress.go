@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -26,8 +27,11 @@ import (
 // and at the end of the turn the job parks in waiting_approval on an
 // approval of tool EgressTool for host:port. Approved, the host is allowed
 // for the rest of the job and the model is told to run its command again;
-// denied, it stays refused and the model is told so. Every connection is
-// a job event of kind "egress".
+// denied, it stays refused and the model is told so. The job's approvals
+// in the store are the record of those decisions: every run of the job
+// takes them up (recallEgress), so that a decision holds after a
+// question, subtasks or a new attempt as after the park it was taken in.
+// Every connection is a job event of kind core.EventEgress.
 
 // EgressTool is the tool name of the approvals and "always allow" rules
 // of egress connections; their subject is host:port.
@@ -60,8 +64,21 @@ func (pr *pieceRun) egressTools(ctx context.Context) tools.Egress {
 	}
 	er := pr.egressState()
 	er.mu.Lock()
+	started := er.session != nil
+	er.mu.Unlock()
+	var approved, denied []string
+	if !started {
+		approved, denied = pr.recallEgress(ctx)
+	}
+	er.mu.Lock()
 	defer er.mu.Unlock()
 	if er.session == nil {
+		for _, hp := range approved {
+			addOnce(&er.approved, hp)
+		}
+		for _, hp := range denied {
+			addOnce(&er.denied, hp)
+		}
 		// Ask and audit run in the proxy's goroutines: what they need of
 		// the run is taken here, in the run's.
 		er.ctx, er.channel = context.WithoutCancel(ctx), pr.channel(ctx)
@@ -71,6 +88,37 @@ func (pr *pieceRun) egressTools(ctx context.Context) tools.Egress {
 		})
 	}
 	return er.session
+}
+
+// recallEgress returns the hosts people approved and denied earlier in
+// the job: its decided approvals of EgressTool, one per wait so far. A
+// store that cannot be read forgets them (they are asked again).
+func (pr *pieceRun) recallEgress(ctx context.Context) (approved, denied []string) {
+	for seq := int64(1); seq <= pr.job.WaitSeq; seq++ {
+		a, err := pr.e.store.Approval(ctx, pr.job.ID, seq)
+		if errors.Is(err, core.ErrNotFound) {
+			continue // a question or subtasks
+		}
+		if err != nil {
+			pr.log.Warn("the job's earlier egress decisions could not be read; they will be asked again", "err", err)
+			return nil, nil
+		}
+		switch {
+		case a.Tool != EgressTool || a.State == core.ApprovalPending:
+		case a.Approved():
+			approved = append(approved, a.Subject)
+		default:
+			denied = append(denied, a.Subject)
+		}
+	}
+	return approved, denied
+}
+
+// addOnce appends s to *list unless it holds it.
+func addOnce(list *[]string, s string) {
+	if !slices.Contains(*list, s) {
+		*list = append(*list, s)
+	}
 }
 
 // egressState returns the run's egress state, made on first use.
@@ -109,10 +157,11 @@ func (er *egressRun) Ask(ctx context.Context, q egress.Question) (egress.Answer,
 	switch {
 	case slices.Contains(er.approved, hp):
 		er.mu.Unlock()
-		return egress.Answer{Outcome: egress.Allowed, Rule: "approved for this job"}, nil
+		return egress.Answer{Outcome: egress.Allowed, Rule: er.pr.e.text.msg("egress_rule_approved")}, nil
 	case slices.Contains(er.denied, hp):
 		er.mu.Unlock()
-		return egress.Answer{Outcome: egress.Denied, Rule: "denied for this job", Reason: "a person denied reaching " + hp + " for this job"}, nil
+		return egress.Answer{Outcome: egress.Denied, Rule: er.pr.e.text.msg("egress_rule_denied"),
+			Reason: er.pr.e.text.fill("egress_refused_for_job", map[string]string{"host": hp})}, nil
 	}
 	channel := er.channel
 	er.mu.Unlock()
@@ -159,38 +208,19 @@ func (er *egressRun) audit(r egress.Record) {
 	pr.mu.Unlock()
 	switch {
 	case n < maxEgressEvents:
-		_ = pr.event(ctx, "egress", mv, egressDetail(r))
+		_ = pr.event(ctx, core.EventEgress, mv, egressDetail(r))
 	case n == maxEgressEvents:
-		_ = pr.event(ctx, "egress", mv, egressDetail(r)+fmt.Sprintf("; the job's further connections are not recorded as events (%d so far)", n))
+		_ = pr.event(ctx, core.EventEgress, mv, egressDetail(r)+fmt.Sprintf("; the job's further connections are not recorded as events (%d so far)", n))
 	}
 }
 
-// egressDetail is how an egress event reads: the outcome first, as
-// !status counts them.
+// egressDetail is how an egress event reads (core.Connection): the
+// outcome first, as !status counts them.
 func egressDetail(r egress.Record) string {
-	var b strings.Builder
-	host := r.Host
-	if strings.Contains(host, ":") {
-		host = "[" + host + "]"
-	}
-	if r.Host == "" {
-		fmt.Fprintf(&b, "%s request", r.Outcome) // none could be read
-	} else {
-		fmt.Fprintf(&b, "%s %s %s:%d", r.Outcome, r.Method, host, r.Port)
-	}
-	if r.Rule != "" {
-		fmt.Fprintf(&b, " (%s)", r.Rule)
-	}
-	if r.Addr != "" {
-		fmt.Fprintf(&b, " via %s", r.Addr)
-	}
-	if r.Outcome == egress.Allowed {
-		fmt.Fprintf(&b, ", %d B up, %d B down, %s", r.BytesUp, r.BytesDown, r.Duration.Round(1e6))
-	}
-	if r.Reason != "" {
-		b.WriteString(": " + clipRunes(r.Reason, 300))
-	}
-	return b.String()
+	return core.Connection{
+		Outcome: r.Outcome, Method: r.Method, Host: r.Host, Port: r.Port, Rule: r.Rule, Addr: r.Addr,
+		BytesUp: r.BytesUp, BytesDown: r.BytesDown, Duration: r.Duration, Reason: clipRunes(r.Reason, 300),
+	}.String()
 }
 
 // egressNote is what the result of a call that led to questions says of
@@ -235,31 +265,6 @@ func (pr *pieceRun) egressTurn() {
 	er.mu.Lock()
 	defer er.mu.Unlock()
 	er.asked, er.private = nil, nil
-}
-
-// egressDecided returns the hosts people approved and denied for the
-// job, for a checkpoint.
-func (pr *pieceRun) egressDecided() (approved, denied []string) {
-	pr.mu.Lock()
-	er := pr.egress
-	pr.mu.Unlock()
-	if er == nil {
-		return nil, nil
-	}
-	er.mu.Lock()
-	defer er.mu.Unlock()
-	return slices.Clone(er.approved), slices.Clone(er.denied)
-}
-
-// egressRestore takes back what a checkpoint says people decided.
-func (pr *pieceRun) egressRestore(cp checkpoint) {
-	if len(cp.EgressApproved) == 0 && len(cp.EgressDenied) == 0 {
-		return
-	}
-	er := pr.egressState()
-	er.mu.Lock()
-	defer er.mu.Unlock()
-	er.approved, er.denied = slices.Clone(cp.EgressApproved), slices.Clone(cp.EgressDenied)
 }
 
 // parkForEgress ends a turn whose calls asked about a host: the movement
@@ -322,13 +327,13 @@ func (pr *pieceRun) resumeEgress(ctx context.Context, m *movement, host string, 
 	er.mu.Lock()
 	switch {
 	case a.Approved():
-		er.approved = append(er.approved, host)
+		addOnce(&er.approved, host)
 		text = e.text.fill("egress_approved", map[string]string{"host": host, "who": a.DecidedBy})
 	case a.DecidedBy == core.DecidedByTimeout:
-		er.denied = append(er.denied, host)
+		addOnce(&er.denied, host)
 		text = e.text.fill("egress_timed_out", map[string]string{"host": host, "timeout": e.cfg.ApprovalTimeout.String()})
 	default:
-		er.denied = append(er.denied, host)
+		addOnce(&er.denied, host)
 		vars := map[string]string{"host": host, "who": a.DecidedBy, "reason": ""}
 		if r := strings.TrimSpace(a.Reason); r != "" {
 			vars["reason"] = e.text.fill("approval_reason", map[string]string{"reason": clipRunes(r, 300)})

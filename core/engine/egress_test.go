@@ -228,3 +228,82 @@ func TestEgressAskConsultsPolicy(t *testing.T) {
 		t.Errorf("egress events: %q", evs)
 	}
 }
+
+// TestEgressDecisionsHoldForTheJob: a host approved once stays approved
+// for the rest of the job, and one denied stays denied: after the job
+// asked the person a question and was answered (a new attempt with no
+// checkpoint), and after it parked again for another host, nobody is
+// asked about them a second time.
+func TestEgressDecisionsHoldForTheJob(t *testing.T) {
+	yes, no, later := nonceServer(t, "nonce-yes"), nonceServer(t, "nonce-no"), nonceServer(t, "nonce-later")
+	policy := egress.Policy{Ask: true, Allow: []egress.Rule{rule(t, "127.0.0.1:1")}}
+	f := newFixture(t, nil, withEgress(t, policy))
+	ctx := context.Background()
+	parked := func(j core.Job, host string) core.Job {
+		t.Helper()
+		fin := f.run(j)
+		if fin.To != core.JobWaitingApproval || fin.Approval == nil || fin.Approval.Subject != host {
+			t.Fatalf("finish = %+v, want a park for %s", fin, host)
+		}
+		return f.finish(j, fin)
+	}
+	both := llmtest.Calls(llmtest.Call("Bash", `{"command":"curl -sS --max-time 20 http://`+yes+`/; echo; curl -sS --max-time 20 http://`+no+`/"}`))
+
+	f.srv.Script(curl(yes))
+	j := decide(t, f, parked(f.start("chat", "fetch"), yes), core.VerdictApprove, "console:alice", "")
+	f.srv.Script(curl(yes), curl(no))
+	j = decide(t, f, parked(j, no), core.VerdictDeny, "console:alice", "")
+	// Both decided: the job asks the person a question and is answered.
+	f.srv.Script(both, llmtest.Transition("ASK", "need a year", "question", "Which year?"))
+	fin := f.run(j)
+	if fin.To != core.JobWaitingHuman {
+		t.Fatalf("finish = %+v, want waiting_human", fin)
+	}
+	waiting := f.finish(j, fin)
+	if ok, err := f.store.ResumeJob(ctx, j.ID, waiting.WaitSeq); !ok || err != nil {
+		t.Fatalf("resume = %v, %v", ok, err)
+	}
+	j, err := f.store.StartJob(ctx, j.ID, waiting.Attempt+1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// After the answer: both hosts as decided, without asking; a third
+	// host parks, and after its approval both hold still.
+	f.srv.Script(both, curl(later))
+	j = decide(t, f, parked(j, later), core.VerdictApprove, "console:alice", "")
+	f.srv.Script(both, llmtest.Transition("COMPLETE", "done"))
+	if fin := f.run(j); fin.To != core.JobSucceeded {
+		t.Fatalf("the last run: %+v, want it to finish without asking again", fin)
+	}
+	// The results of `both`: before the question, after it, after the
+	// third host's park.
+	reqs := f.srv.Requests()
+	if len(reqs) != 9 {
+		t.Fatalf("%d model requests, want 9", len(reqs))
+	}
+	for _, i := range []int{4, 6, 8} {
+		got := lastResultOf(reqs[i])
+		if !strings.Contains(got, "nonce-yes") || strings.Contains(got, "nonce-no") || !strings.Contains(got, "a person denied reaching "+no+" for this job") {
+			t.Errorf("request %d: the approved and the denied host: %q", i, got)
+		}
+	}
+	var asked int
+	for _, e := range f.egressEvents(j) {
+		if strings.HasPrefix(e, "asked ") {
+			asked++
+		}
+	}
+	if asked != 3 {
+		t.Errorf("%d connections asked about, want 3 (one per host):\n%s", asked, strings.Join(f.egressEvents(j), "\n"))
+	}
+}
+
+// lastResultOf is the newest tool result r carries.
+func lastResultOf(r llmtest.Request) string {
+	for i := len(r.Messages) - 1; i >= 0; i-- {
+		if r.Messages[i].Role == "tool" {
+			return r.Messages[i].Text()
+		}
+	}
+	return ""
+}

@@ -31,6 +31,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -277,6 +278,7 @@ type Spec struct {
 type Egress struct {
 	Socket string // host path of the session's Unix socket
 	CAFile string // host path of the CA bundle its TLS clients trust; "": the system's
+	Locale string // the locale the bridge words its own failures in ("": English)
 }
 
 // Paths inside the sandbox of a command given the egress proxy.
@@ -359,7 +361,7 @@ func (s *Sandbox) Command(ctx context.Context, spec Spec) (*Cmd, error) {
 	if spec.Egress != nil {
 		// The bridge runs first, outside the rlimits meant for the
 		// command, and starts it once it listens.
-		argv = egress.BridgeArgs(bridgeFD, egress.BridgeSocket, argv)
+		argv = egress.BridgeArgs(bridgeFD, egress.BridgeSocket, cmp.Or(spec.Egress.Locale, "en"), argv)
 	}
 	var cmd *exec.Cmd
 	switch {

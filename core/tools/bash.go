@@ -204,7 +204,7 @@ func (b *Bash) run(ctx context.Context, env *Env, a bashArgs) (Result, error) {
 			return Result{}, err
 		}
 		defer ep.Close()
-		eg = &sandbox.Egress{Socket: ep.Socket, CAFile: ep.CAFile}
+		eg = &sandbox.Egress{Socket: ep.Socket, CAFile: ep.CAFile, Locale: ep.Locale}
 	}
 	tctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
