@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"io"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -134,16 +133,7 @@ func TestWorkerWaitsForRedis(t *testing.T) {
 func TestWorkerAdminAddr(t *testing.T) {
 	srv := redistest.Start(t)
 	conf := writeConfig(t, "admin:\n  addr: 127.0.0.1:0\ntools:\n  bash:\n    sandbox: none\n")
-	get := func(url string) (int, string) {
-		t.Helper()
-		resp, err := http.Get(url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(body)
-	}
+	get := func(url string) (int, string) { t.Helper(); return httpGet(t, url) }
 
 	t.Run("redis down", func(t *testing.T) {
 		r := runBackground(t, map[string]string{"REDIS_URL": "redis://127.0.0.1:1/0", "BATON_DATA_DIR": t.TempDir(), "OPENAI_API_KEY": "sk-test"}, "worker", "--config", conf)
