@@ -51,9 +51,11 @@ func (r *Run) Save(ctx context.Context, p core.Progress) error {
 	return nil
 }
 
-// Event appends to the job's history.
+// Event appends to the job's history while this run's attempt holds the
+// job (fenced: an error wrapping core.ErrStale once it lost it or ended).
 func (r *Run) Event(ctx context.Context, kind, movement, detail string) error {
-	return r.store.AddEvent(ctx, core.JobEvent{JobID: r.Job.ID, At: time.Now(), Kind: kind, Movement: movement, Detail: detail})
+	return r.store.AddEvent(ctx, core.JobEvent{JobID: r.Job.ID, At: time.Now(), Kind: kind, Movement: movement, Detail: detail,
+		Attempt: r.Job.Attempt})
 }
 
 // Notifier says in a job's thread what happens to it. The messages it
