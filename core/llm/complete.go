@@ -45,7 +45,7 @@ func (c *Client) Complete(ctx context.Context, req Request) (Response, error) {
 	if err != nil {
 		return Response{}, fmt.Errorf("llm: %w", err)
 	}
-	body, err := encodeBody(req, wreq)
+	body, err := encodeBody(req, wreq, c.numCtx)
 	if err != nil {
 		return Response{}, fmt.Errorf("llm: %w", err)
 	}
@@ -168,8 +168,12 @@ func (c *Client) attempt(ctx context.Context, wreq openai.ChatCompletionRequest,
 	if len(msg.ToolCalls) == 0 && known != nil && msg.Content != "" {
 		if calls, rest := ExtractToolCalls(msg.Content, known); len(calls) > 0 {
 			msg.ToolCalls, msg.Content = calls, rest
+			resp.TextCalls = len(calls)
+		} else {
+			resp.UnreadCall = LooksLikeToolCall(msg.Content)
 		}
 	}
+	resp.RepairedCalls = repairArguments(msg.ToolCalls)
 	if len(msg.ToolCalls) == 0 && rateLimitText(msg.Content) {
 		return Response{}, &failure{retry: true, reason: "a rate-limit message instead of an answer",
 			err: fmt.Errorf("the model answered %q", clip(c.redact(msg.Content), 200))}
@@ -400,4 +404,20 @@ func (t *teeBody) Read(p []byte) (int, error) {
 		}
 	}
 	return n, err
+}
+
+// repairArguments repairs, in place, the arguments of calls that are not
+// valid JSON where RepairJSON can, and returns how many it repaired.
+func repairArguments(calls []ToolCall) int {
+	n := 0
+	for i, c := range calls {
+		if strings.TrimSpace(c.Arguments) == "" || json.Valid([]byte(c.Arguments)) {
+			continue
+		}
+		if fixed, ok := RepairJSON(c.Arguments); ok {
+			calls[i].Arguments = fixed
+			n++
+		}
+	}
+	return n
 }
