@@ -333,3 +333,14 @@ func (s *Service) Question(ctx context.Context, taskID int64, text string) error
 	s.cfg.Kick()
 	return nil
 }
+
+var _ engine.Notifier = (*Service)(nil)
+
+// Notice implements engine.Notifier: text is posted in the task's thread.
+func (s *Service) Notice(ctx context.Context, taskID int64, text string) error {
+	if err := s.store.AddOutbox(ctx, core.OutboxMessage{TaskID: taskID, Kind: core.OutboxPost, Payload: Payload{Text: text}.Encode()}); err != nil {
+		return fmt.Errorf("post a notice in task %d: %w", taskID, err)
+	}
+	s.cfg.Kick()
+	return nil
+}

@@ -77,6 +77,8 @@ type pieceRun struct {
 	promptTokens     int64
 	completionTokens int64
 
+	truncNoticed bool // guarded by mu: the thread was told of a truncated prompt
+
 	egress *egressRun // guarded by mu: the egress proxy's session and decisions; nil until used
 }
 
