@@ -76,6 +76,10 @@ type Status struct {
 	Level         string // the context level reached: "", warn, prompt, …
 	Compactions   int    // times this movement's context was compacted
 	Started       time.Time
+	// PromptTokens and CachedTokens are this run's prompt tokens as the
+	// provider reported them, and the part it served from its prompt
+	// cache (prompt_tokens_details.cached_tokens).
+	PromptTokens, CachedTokens int64
 }
 
 // Observer is told a running job's progress, at every movement start and

@@ -164,6 +164,9 @@ func (c *Client) attempt(ctx context.Context, wreq openai.ChatCompletionRequest,
 			err: errors.New("the reply has no choices")}
 	}
 	resp := fromWire(out, x.usageReported(out.Usage))
+	if resp.Usage.Reported && resp.Usage.CachedTokens == 0 {
+		resp.Usage.CachedTokens = x.cacheHits()
+	}
 	msg := &resp.Message
 	if len(msg.ToolCalls) == 0 && known != nil && msg.Content != "" {
 		if calls, rest := ExtractToolCalls(msg.Content, known); len(calls) > 0 {
@@ -362,6 +365,24 @@ func (x *exchange) usageReported(u openai.Usage) bool {
 		return false
 	}
 	return len(probe.Usage) > 0 && string(probe.Usage) != "null"
+}
+
+// cacheHits returns the cached prompt tokens of a reply that reports them
+// under DeepSeek's name (usage.prompt_cache_hit_tokens) rather than
+// OpenAI's; 0 when it does not.
+func (x *exchange) cacheHits() int {
+	if x.truncated || x.body.Len() == 0 {
+		return 0
+	}
+	var probe struct {
+		Usage struct {
+			Hits int `json:"prompt_cache_hit_tokens"`
+		} `json:"usage"`
+	}
+	if err := json.Unmarshal(x.body.Bytes(), &probe); err != nil {
+		return 0
+	}
+	return max(probe.Usage.Hits, 0)
 }
 
 // recorder is the HTTP doer go-openai sends through; it fills the attempt's

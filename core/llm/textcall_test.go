@@ -114,3 +114,39 @@ func TestNumCtx(t *testing.T) {
 		}
 	}
 }
+
+// TestUsageShapes: usage with fields beyond OpenAI's (Groq's timings,
+// DeepSeek's cache hits, reasoning details) is read for what Baton needs;
+// a reply without usage says so.
+func TestUsageShapes(t *testing.T) {
+	reply := func(usage string) string {
+		return `{"id":"x","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]` + usage + `}`
+	}
+	tests := []struct {
+		name string
+		body string
+		want llm.Usage
+	}{
+		{"OpenAI with details", reply(`,"usage":{"prompt_tokens":2000,"completion_tokens":5,"total_tokens":2005,"prompt_tokens_details":{"cached_tokens":1920,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"accepted_prediction_tokens":0}}`),
+			llm.Usage{PromptTokens: 2000, CompletionTokens: 5, CachedTokens: 1920, Reported: true}},
+		{"Groq's timings", reply(`,"usage":{"queue_time":0.02,"prompt_tokens":30,"prompt_time":0.001,"completion_tokens":4,"completion_time":0.003,"total_tokens":34,"total_time":0.004}`),
+			llm.Usage{PromptTokens: 30, CompletionTokens: 4, Reported: true}},
+		{"DeepSeek's cache hits", reply(`,"usage":{"prompt_tokens":1500,"completion_tokens":7,"total_tokens":1507,"prompt_cache_hit_tokens":1280,"prompt_cache_miss_tokens":220}`),
+			llm.Usage{PromptTokens: 1500, CompletionTokens: 7, CachedTokens: 1280, Reported: true}},
+		{"no usage", reply(``), llm.Usage{}},
+		{"null usage", reply(`,"usage":null`), llm.Usage{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, nil)
+			h.srv.Script(llmtest.Raw(tt.body))
+			r, err := h.client.Complete(context.Background(), userRequest("hi"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Usage != tt.want {
+				t.Errorf("usage %+v, want %+v", r.Usage, tt.want)
+			}
+		})
+	}
+}
