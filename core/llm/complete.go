@@ -246,6 +246,9 @@ func (c *Client) classify(actx context.Context, x *exchange, err error) *failure
 func (c *Client) statusFailure(se *StatusError, x *exchange, html bool) *failure {
 	f := &failure{reason: statusText(se.StatusCode), err: se}
 	switch code := se.StatusCode; {
+	case startFlagMissing(se.Message):
+		// Not transient: the server was started without what the request
+		// needs, and says so; retrying only delays the answer.
 	case se.Retryable():
 		// A gateway's error page is still a gateway's transient error.
 		f.retry, f.wait = true, retryAfter(x.header, time.Now())
@@ -441,4 +444,11 @@ func repairArguments(calls []ToolCall) int {
 		}
 	}
 	return n
+}
+
+// startFlagMissing reports whether a server's error says it was started
+// without a flag the request needs: llama.cpp's server without --jinja
+// answers tools with a 500 "tools param requires --jinja flag".
+func startFlagMissing(msg string) bool {
+	return strings.Contains(msg, "requires --jinja")
 }

@@ -3,6 +3,8 @@ package llm_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/baton-bot/baton/core/llm"
@@ -148,5 +150,20 @@ func TestUsageShapes(t *testing.T) {
 				t.Errorf("usage %+v, want %+v", r.Usage, tt.want)
 			}
 		})
+	}
+}
+
+// TestJinjaMissingNotRetried: llama.cpp's 500 for tools without --jinja
+// is not transient, so it is not retried.
+func TestJinjaMissingNotRetried(t *testing.T) {
+	h := newHarness(t, nil)
+	h.srv.Script(llmtest.Status(500).WithBody(`{"error":{"code":500,"message":"tools param requires --jinja flag","type":"server_error"}}`))
+	_, err := h.client.Complete(context.Background(), llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Content: "go"}}, Tools: []llm.ToolDef{{Name: "Bash"}}})
+	var se *llm.StatusError
+	if !errors.As(err, &se) || se.StatusCode != 500 || !strings.Contains(err.Error(), "requires --jinja") {
+		t.Fatalf("err = %v, want the server's 500", err)
+	}
+	if n := len(h.srv.Requests()); n != 1 || len(h.waits()) != 0 {
+		t.Errorf("%d requests, %d waits; want one request, no retry", n, len(h.waits()))
 	}
 }
