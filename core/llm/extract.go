@@ -19,6 +19,7 @@ import (
 //     ([TOOL_CALLS][{"name": …, "arguments": …}]) or by a name and its
 //     arguments ([TOOL_CALLS]name[ARGS]{…}, with an optional [CALL_ID]id
 //     before [ARGS]), once per call;
+//   - Llama 3's <function=name>{…}</function>, anywhere in the text;
 //   - ``` fenced blocks anywhere in the text that hold nothing but calls.
 //
 // JSON that does not parse gets one repair attempt (RepairJSON) before the
@@ -35,6 +36,8 @@ func ExtractToolCalls(content string, known func(string) bool) (calls []ToolCall
 	if r, found, ok := extractTagged(content, known); ok {
 		raw, rest = found, r
 	} else if r, found, ok := extractMistral(content, known); ok {
+		raw, rest = found, r
+	} else if r, found, ok := extractFunctionTags(content, known); ok {
 		raw, rest = found, r
 	} else if found, ok := parseCalls(unfence(strings.TrimSpace(content)), known); ok {
 		raw, rest = found, ""
@@ -322,6 +325,52 @@ func jsonValue(s string) (value, after string) {
 	return s, ""
 }
 
+// Llama 3's markers of a call written as text.
+const (
+	functionOpen  = "<function="
+	functionClose = "</function>"
+)
+
+// extractFunctionTags takes out every <function=name>{…}</function> that
+// names a known tool with arguments that parse (or can be repaired).
+func extractFunctionTags(s string, known func(string) bool) (rest string, calls []rawCall, ok bool) {
+	var b strings.Builder
+	for {
+		i := strings.Index(s, functionOpen)
+		if i < 0 {
+			b.WriteString(s)
+			break
+		}
+		after := s[i+len(functionOpen):]
+		gt := strings.IndexByte(after, '>')
+		end := strings.Index(after, functionClose)
+		if gt < 0 || end < gt {
+			b.WriteString(s)
+			break
+		}
+		name := strings.TrimSpace(after[:gt])
+		body := strings.TrimSpace(after[gt+1 : end])
+		if !json.Valid([]byte(body)) {
+			if fixed, good := RepairJSON(body); good {
+				body = fixed
+			}
+		}
+		args, good := arguments(json.RawMessage(body))
+		if name == "" || !known(name) || !good {
+			b.WriteString(s[:i+len(functionOpen)])
+			s = after
+			continue
+		}
+		b.WriteString(s[:i])
+		calls = append(calls, rawCall{name: name, args: args})
+		s = after[end+len(functionClose):]
+	}
+	if len(calls) == 0 {
+		return "", nil, false
+	}
+	return strings.TrimSpace(b.String()), calls, true
+}
+
 // LooksLikeToolCall reports whether content, in which no call was found
 // for the offered tools, still looks like an attempt at one: a
 // <tool_call> or [TOOL_CALLS] marker, a call naming a tool that was not
@@ -329,7 +378,7 @@ func jsonValue(s string) (value, after string) {
 // model is then told how to write a call instead of being taken at its
 // word.
 func LooksLikeToolCall(content string) bool {
-	if strings.Contains(content, openTag) || strings.Contains(content, mistralCalls) || strings.Contains(content, "<function=") {
+	if strings.Contains(content, openTag) || strings.Contains(content, mistralCalls) || strings.Contains(content, functionOpen) {
 		return true
 	}
 	if calls, _ := ExtractToolCalls(content, func(string) bool { return true }); len(calls) > 0 {

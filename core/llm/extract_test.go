@@ -147,6 +147,17 @@ func TestExtractToolCalls(t *testing.T) {
 			want:    []call{{"Bash", `{"command":"echo a\nb"}`}},
 		},
 		{
+			name:     "Llama 3 function tags",
+			content:  "Listing.\n<function=Bash>{\"command\": \"ls\"}</function>\n<function=Read>{'path': 'a',}</function>",
+			want:     []call{{"Bash", `{"command":"ls"}`}, {"Read", `{"path":"a"}`}},
+			wantRest: "Listing.",
+		},
+		{
+			name:     "function tag naming an unknown tool stays text",
+			content:  `<function=Delete>{}</function>`,
+			wantRest: `<function=Delete>{}</function>`,
+		},
+		{
 			name:     "malformed block stays text",
 			content:  "<tool_call>{\"name\":\"Bash\",</tool_call>",
 			wantRest: "<tool_call>{\"name\":\"Bash\",</tool_call>",
@@ -198,6 +209,8 @@ func FuzzExtractToolCalls(f *testing.F) {
 		"```",
 		`{"type":"function","function":{"name":"Bash","arguments":null}}`,
 		"text <tool_call>{\"name\":\"Delete\"}",
+		"[TOOL_CALLS]Bash[ARGS]{'command': 'ls',}[TOOL_CALLS]",
+		"<function=Read>{\"path\": \"a\"}</function><function=",
 		"",
 	} {
 		f.Add(s)
