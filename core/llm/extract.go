@@ -373,8 +373,10 @@ func extractFunctionTags(s string, known func(string) bool) (rest string, calls 
 
 // LooksLikeToolCall reports whether content, in which no call was found
 // for the offered tools, still looks like an attempt at one: a
-// <tool_call> or [TOOL_CALLS] marker, a call naming a tool that was not
-// offered, or text that is a JSON object or array naming a "name". The
+// <tool_call>, [TOOL_CALLS] or <function= marker, a call naming a tool
+// that was not offered, or text that is a JSON object or array with a
+// tool's name ("name", "tool", "function") and its arguments ("arguments",
+// "parameters", "args", "input"). The
 // model is then told how to write a call instead of being taken at its
 // word.
 func LooksLikeToolCall(content string) bool {
@@ -385,5 +387,18 @@ func LooksLikeToolCall(content string) bool {
 		return true
 	}
 	t := unfence(strings.TrimSpace(content))
-	return t != "" && (t[0] == '{' || t[0] == '[') && (strings.Contains(t, `"name"`) || strings.Contains(t, `'name'`))
+	if t == "" || (t[0] != '{' && t[0] != '[') {
+		return false
+	}
+	// A JSON answer (a record with a "name") is not a call: a call names
+	// a tool and gives it arguments.
+	has := func(keys ...string) bool {
+		for _, k := range keys {
+			if strings.Contains(t, `"`+k+`"`) || strings.Contains(t, `'`+k+`'`) {
+				return true
+			}
+		}
+		return false
+	}
+	return has("name", "tool", "function") && has("arguments", "parameters", "args", "input", "function")
 }

@@ -47,6 +47,8 @@ func TestLooksLikeToolCall(t *testing.T) {
 		{"```json\n{\"name\": \"Bash\", \"arguments\": {\"command\": \n```", true},
 		{"All done: the file is written.", false},
 		{`The config is {"port": 8080}.`, false},
+		{`{"name": "Alice", "age": 3}`, false},
+		{`{"tool": "Write", "args": {"path": "a"`, true},
 	} {
 		if got := llm.LooksLikeToolCall(tt.text); got != tt.want {
 			t.Errorf("LooksLikeToolCall(%q) = %t, want %t", tt.text, got, tt.want)
