@@ -67,6 +67,11 @@ type LLMConfig struct {
 	RequestTimeout  time.Duration `yaml:"request_timeout"`
 	MaxRetries      int           `yaml:"max_retries"`
 	MaxTokensPerJob int64         `yaml:"max_tokens_per_job"` // 0: unlimited
+
+	// Provider names the server behind base_url where Baton must speak
+	// its dialect: "" (any OpenAI-compatible endpoint) or "ollama" (its
+	// options.num_ctx is sent as context_window).
+	Provider string `yaml:"provider"`
 }
 
 // ContextConfig holds the context manager's thresholds, as fractions of the
@@ -973,6 +978,9 @@ func (c Config) Validate() error {
 	if c.LLM.ContextWindow > 0 && c.LLM.MaxOutputTokens >= c.LLM.ContextWindow {
 		v.fail("llm.max_output_tokens", "must be smaller than llm.context_window")
 	}
+	if p := c.LLM.Provider; p != "" && p != "ollama" {
+		v.fail("llm.provider", fmt.Sprintf("%q is not \"\" or ollama", p))
+	}
 	v.duration("llm.request_timeout", c.LLM.RequestTimeout)
 	v.notNegative("llm.max_retries", int64(c.LLM.MaxRetries))
 	v.notNegative("llm.max_tokens_per_job", c.LLM.MaxTokensPerJob)
@@ -1222,4 +1230,13 @@ func idProblem(id string, kinds []string) string {
 		return ""
 	}
 	return fmt.Sprintf("%q must be written as <platform>:<id> with platform one of %s", id, strings.Join(kinds, ", "))
+}
+
+// numCtx is the options.num_ctx Baton sends: the context window, to
+// Ollama only (llm.provider: ollama); 0 sends none.
+func (c LLMConfig) numCtx() int {
+	if c.Provider == "ollama" {
+		return c.ContextWindow
+	}
+	return 0
 }
