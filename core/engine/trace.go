@@ -1,0 +1,37 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/baton-bot/baton/core"
+	"github.com/baton-bot/baton/core/llm"
+	"github.com/baton-bot/baton/core/tools"
+)
+
+// complete sends req to the model under a span of its own (the model and
+// its token counts; never the messages).
+func (m *movement) complete(ctx context.Context, req llm.Request) (llm.Response, error) {
+	ctx, span := core.StartSpan(ctx, m.pr.e.cfg.Tracer, "model.request",
+		core.Attr{Key: "gen_ai.request.model", Value: req.Model}, core.Attr{Key: "baton.iteration", Value: m.iter})
+	defer span.End()
+	resp, err := m.pr.e.model.Complete(ctx, req)
+	span.Fail(err)
+	if err == nil {
+		span.SetAttributes(core.Attr{Key: "gen_ai.usage.input_tokens", Value: resp.Usage.PromptTokens},
+			core.Attr{Key: "gen_ai.usage.output_tokens", Value: resp.Usage.CompletionTokens},
+			core.Attr{Key: "baton.tool_calls", Value: len(resp.Message.ToolCalls)})
+	}
+	return resp, err
+}
+
+// tracedCall is callTool under a span of its own (the tool's name and
+// whether it failed; never its arguments or result, which may hold
+// secrets).
+func (m *movement) tracedCall(ctx context.Context, call llm.ToolCall) (tools.Result, bool, error) {
+	ctx, span := core.StartSpan(ctx, m.pr.e.cfg.Tracer, "tool.call", core.Attr{Key: "baton.tool", Value: call.Name})
+	defer span.End()
+	res, valid, err := m.callTool(ctx, call)
+	span.Fail(err)
+	span.SetAttributes(core.Attr{Key: "baton.tool.is_error", Value: res.IsError})
+	return res, valid, err
+}

@@ -1,0 +1,81 @@
+package core
+
+import (
+	"context"
+	"log/slog"
+)
+
+// Tracer starts the spans that tell a job's story as a trace: the message
+// a gateway took, each attempt of the job, its movements, model requests
+// and tool calls. The trace crosses processes with the job: the gateway
+// records its span's W3C traceparent as the job's EventTrace event, and
+// the worker that claims the job continues from it. core/tracing
+// implements it with OpenTelemetry; a nil Tracer (tracing off) is valid
+// wherever one is taken and costs nothing. Implementations are safe for
+// concurrent use.
+type Tracer interface {
+	// Start starts a span named name as a child of ctx's span (or of the
+	// remote parent WithTraceParent put in ctx), and returns ctx with it.
+	Start(ctx context.Context, name string, attrs ...Attr) (context.Context, Span)
+	// TraceParent returns the W3C traceparent of ctx's span; "" when ctx
+	// has none.
+	TraceParent(ctx context.Context) string
+	// WithTraceParent returns ctx carrying tp, a W3C traceparent, as the
+	// remote parent of the next span started; ctx itself when tp is not a
+	// valid traceparent.
+	WithTraceParent(ctx context.Context, tp string) context.Context
+	// TraceID returns the trace id (32 hex digits) of ctx's span; "" when
+	// ctx has none.
+	TraceID(ctx context.Context) string
+}
+
+// Span is one timed operation of a trace. Its methods may be called once
+// it ended; they then do nothing.
+type Span interface {
+	SetAttributes(attrs ...Attr)
+	// Fail marks the span failed with err (nil: nothing).
+	Fail(err error)
+	End()
+}
+
+// Attr is a span attribute; Value is a string, bool, int, int64 or
+// float64 (anything else is recorded as its fmt form).
+type Attr struct {
+	Key   string
+	Value any
+}
+
+// EventTrace is the job event whose detail is the W3C traceparent of the
+// span that created the job: the worker's attempt spans are its children.
+const EventTrace = "trace"
+
+// StartSpan starts a span with t, or none when t is nil: it returns ctx
+// and a span that does nothing.
+func StartSpan(ctx context.Context, t Tracer, name string, attrs ...Attr) (context.Context, Span) {
+	if t == nil {
+		return ctx, noSpan{}
+	}
+	return t.Start(ctx, name, attrs...)
+}
+
+// TraceLogger returns log with the trace_id of ctx's span, so that every
+// line a job's logger writes names its trace; log itself when t is nil or
+// ctx has no span.
+func TraceLogger(ctx context.Context, t Tracer, log *slog.Logger) *slog.Logger {
+	if t == nil {
+		return log
+	}
+	if id := t.TraceID(ctx); id != "" {
+		return log.With(TraceIDKey, id)
+	}
+	return log
+}
+
+// TraceIDKey is the log attribute that names a line's trace.
+const TraceIDKey = "trace_id"
+
+type noSpan struct{}
+
+func (noSpan) SetAttributes(...Attr) {}
+func (noSpan) Fail(error)            {}
+func (noSpan) End()                  {}
