@@ -317,6 +317,7 @@ func capStack(stack []byte, limit int) string {
 // to the reconciler and logged.
 func (x *Executor) afterFinish(ctx context.Context, j core.Job, log *slog.Logger) {
 	if j.State == core.JobWaitingSubtasks {
+		x.traceChildren(ctx, j.ID, log)
 		if err := x.dispatch.EnqueueChildren(ctx, j.ID); err != nil {
 			log.Error("dispatching subtask jobs failed; the reconciler will dispatch them", "err", err)
 		}

@@ -2,6 +2,8 @@ package worker
 
 import (
 	"context"
+	"log/slog"
+	"time"
 
 	"github.com/baton-bot/baton/core"
 )
@@ -29,4 +31,28 @@ func (x *Executor) attemptSpan(ctx context.Context, j core.Job) (context.Context
 	return t.Start(ctx, "job.attempt",
 		core.Attr{Key: "baton.job.id", Value: j.ID}, core.Attr{Key: "baton.task.id", Value: j.TaskID},
 		core.Attr{Key: "baton.job.attempt", Value: j.Attempt}, core.Attr{Key: "baton.piece", Value: j.Piece})
+}
+
+// traceChildren records the traceparent of ctx's span (the parent's
+// attempt) with the queued subtask jobs of parentID, so that their
+// attempts join the parent's trace. With no tracer it does nothing.
+func (x *Executor) traceChildren(ctx context.Context, parentID int64, log *slog.Logger) {
+	t := x.cfg.Tracer
+	if t == nil {
+		return
+	}
+	tp := t.TraceParent(ctx)
+	if tp == "" {
+		return
+	}
+	children, err := x.store.Jobs(ctx, core.JobFilter{ParentJobID: parentID, States: []core.JobState{core.JobQueued}})
+	if err != nil {
+		log.Warn("the subtasks' trace could not be recorded; they start traces of their own", "err", err)
+		return
+	}
+	for _, c := range children {
+		if err := x.store.AddEvent(ctx, core.JobEvent{JobID: c.ID, At: time.Now(), Kind: core.EventTrace, Detail: tp}); err != nil {
+			log.Warn("a subtask's trace could not be recorded; it starts a trace of its own", "subtask", c.ID, "err", err)
+		}
+	}
 }
