@@ -5,8 +5,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -138,6 +142,16 @@ func TestTraceAcrossGatewayAndWorker(t *testing.T) {
 	stopped(t, "worker", wk)
 	stopped(t, "gateway", gw)
 
+	checkJobTrace(t, rcv, wk.stderr.String())
+}
+
+// checkJobTrace asserts the spans rcv got tell one job's story as one
+// trace — the gateway's message, the worker's attempt, its movement, two
+// model requests and a Bash call, each the child of the one before — and
+// that every line of workerLog written while the worker ran the job
+// carries its trace id.
+func checkJobTrace(t *testing.T, rcv *otlpReceiver, workerLog string) {
+	t.Helper()
 	spans, _ := rcv.got()
 	byName := map[string][]otlpSpan{}
 	byID := map[string]otlpSpan{}
@@ -185,7 +199,7 @@ func TestTraceAcrossGatewayAndWorker(t *testing.T) {
 
 	// Every line the worker wrote while it ran the job (its only one)
 	// names the job's trace; the queue's own lines are not the job's.
-	log := wk.stderr.String()
+	log := workerLog
 	from, to := strings.Index(log, `msg="worker started"`), strings.Index(log, `msg="worker stopped"`)
 	if from < 0 || to < from {
 		t.Fatalf("worker log:\n%s", log)
@@ -235,4 +249,57 @@ func TestTracingOff(t *testing.T) {
 	if strings.Contains(r.stderr.String(), "trace_id") {
 		t.Errorf("a log line carries a trace id with tracing off:\n%s", r.stderr.String())
 	}
+}
+
+// TestTraceAcrossProcesses is TestTraceAcrossGatewayAndWorker with the
+// built binary: `baton gateway` and `baton worker` as two processes of
+// their own, configured by the real environment.
+func TestTraceAcrossProcesses(t *testing.T) {
+	bin := buildStatic(t)
+	rcv := startOTLPReceiver(t)
+	rds := redistest.Start(t)
+	llmSrv := llmtest.NewServer(t)
+	llmSrv.Script(
+		llmtest.Call("Bash", `{"command":"echo traced"}`),
+		llmtest.Call("transition", `{"next_step":"COMPLETE","summary":"Traced."}`),
+	)
+	conf := writeConfig(t, "http:\n  addr: 127.0.0.1:0\nlog:\n  level: debug\notel:\n  enabled: true\ntools:\n  bash:\n    sandbox: none\n")
+	env := append(os.Environ(), "BATON_DATA_DIR="+t.TempDir(), "REDIS_URL=redis://"+rds.Addr()+"/0",
+		"OPENAI_BASE_URL="+llmSrv.URL(), "OPENAI_API_KEY=sk-x", "BATON_API_TOKEN=t0ken",
+		"OTEL_EXPORTER_OTLP_ENDPOINT="+rcv.URL, "OTEL_BSP_SCHEDULE_DELAY=100")
+	start := func(cmd string) (*exec.Cmd, *syncBuffer) {
+		t.Helper()
+		var stderr syncBuffer
+		c := exec.Command(bin, cmd, "--config", conf)
+		c.Env, c.Stdout, c.Stderr = env, io.Discard, &stderr
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
+		return c, &stderr
+	}
+	stop := func(name string, c *exec.Cmd, stderr *syncBuffer) {
+		t.Helper()
+		if err := c.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Wait(); err != nil {
+			t.Errorf("%s: %v\n%s", name, err, stderr.String())
+		}
+	}
+	gw, gwLog := start("gateway")
+	addr := regexp.MustCompile(`baton gateway started" http=(\S+)`)
+	var base string
+	for deadline := time.Now().Add(60 * time.Second); base == ""; time.Sleep(20 * time.Millisecond) {
+		if m := addr.FindStringSubmatch(gwLog.String()); m != nil {
+			base = "http://" + m[1]
+		} else if time.Now().After(deadline) {
+			t.Fatalf("the gateway did not start:\n%s", gwLog.String())
+		}
+	}
+	wk, wkLog := start("worker")
+	waitAnswer(t, base, "t0ken", createTask(t, base, "t0ken", "trace me"), "Traced.", time.Now().Add(60*time.Second))
+	stop("worker", wk, wkLog)
+	stop("gateway", gw, gwLog)
+	checkJobTrace(t, rcv, wkLog.String())
 }
