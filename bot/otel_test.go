@@ -193,7 +193,7 @@ func checkJobTrace(t *testing.T, rcv *otlpReceiver, workerLog string) {
 			t.Errorf("%s's parent is %q (%s); want %s %s", l.child.Name, l.child.Parent, byID[l.child.Parent].Name, l.parent.Name, l.parent.ID)
 		}
 	}
-	if tool.Attrs["baton.tool"] != "Bash" || mv.Attrs["baton.movement"] == "" || attempt.Attrs["baton.job.state"] != "succeeded" {
+	if tool.Attrs["baton.tool"] != "Bash" || mv.Attrs["baton.movement"] == "" || attempt.Attrs["baton.job.state"] != "succeeded" || attempt.Attrs["baton.queue.wait_ms"] == "" {
 		t.Errorf("attributes: tool %v, movement %v, attempt %v", tool.Attrs, mv.Attrs, attempt.Attrs)
 	}
 

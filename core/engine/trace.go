@@ -8,11 +8,11 @@ import (
 	"github.com/baton-bot/baton/core/tools"
 )
 
-// complete sends req to the model under a span of its own (the model and
-// its token counts; never the messages).
-func (m *movement) complete(ctx context.Context, req llm.Request) (llm.Response, error) {
-	ctx, span := core.StartSpan(ctx, m.pr.e.cfg.Tracer, "model.request",
-		core.Attr{Key: "gen_ai.request.model", Value: req.Model}, core.Attr{Key: "baton.iteration", Value: m.iter})
+// complete sends req to the model under a span of its own (the model, its
+// token counts and attrs; never the messages).
+func (m *movement) complete(ctx context.Context, req llm.Request, attrs ...core.Attr) (llm.Response, error) {
+	ctx, span := core.StartSpan(ctx, m.pr.e.cfg.Tracer, "model.request", append([]core.Attr{
+		{Key: "gen_ai.request.model", Value: req.Model}, {Key: "baton.iteration", Value: m.iter}}, attrs...)...)
 	defer span.End()
 	resp, err := m.pr.e.model.Complete(ctx, req)
 	span.Fail(err)

@@ -28,9 +28,14 @@ func (x *Executor) attemptSpan(ctx context.Context, j core.Job) (context.Context
 			break
 		}
 	}
-	return t.Start(ctx, "job.attempt",
-		core.Attr{Key: "baton.job.id", Value: j.ID}, core.Attr{Key: "baton.task.id", Value: j.TaskID},
-		core.Attr{Key: "baton.job.attempt", Value: j.Attempt}, core.Attr{Key: "baton.piece", Value: j.Piece})
+	attrs := []core.Attr{{Key: "baton.job.id", Value: j.ID}, {Key: "baton.task.id", Value: j.TaskID},
+		{Key: "baton.job.attempt", Value: j.Attempt}, {Key: "baton.piece", Value: j.Piece}}
+	if !j.QueuedAt.IsZero() {
+		// The queue's part of the story: how long the job waited for this
+		// claim (as ExecutorMeter.QueueWait measures it).
+		attrs = append(attrs, core.Attr{Key: "baton.queue.wait_ms", Value: time.Since(j.QueuedAt).Milliseconds()})
+	}
+	return t.Start(ctx, "job.attempt", attrs...)
 }
 
 // traceChildren records the traceparent of ctx's span (the parent's
