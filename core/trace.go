@@ -79,3 +79,26 @@ type noSpan struct{}
 func (noSpan) SetAttributes(...Attr) {}
 func (noSpan) Fail(error)            {}
 func (noSpan) End()                  {}
+
+// TraceIDOf returns the trace id (32 hex digits) of tp, a W3C traceparent
+// such as an EventTrace event's detail; "" when tp is not one. Readers of
+// the job history (the dashboard, the CLI) show it without a tracer.
+func TraceIDOf(tp string) string {
+	// version "-" trace id (32) "-" parent id (16) "-" flags (2)
+	if len(tp) != 55 || tp[2] != '-' || tp[35] != '-' || tp[52] != '-' {
+		return ""
+	}
+	id := tp[3:35]
+	zero := true
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return ""
+		}
+		zero = zero && c == '0'
+	}
+	if zero {
+		return ""
+	}
+	return id
+}
