@@ -131,7 +131,7 @@ func (s *Service) say(key string, pairs ...string) string { return say(s.cfg.Loc
 // its keys after: a command that failed, or whose keys could not be
 // recorded, runs again when the message is delivered again.
 func (s *Service) HandleMessage(ctx context.Context, m Message) (Reply, error) {
-	ctx, span := core.StartSpan(ctx, s.cfg.Tracer, "chat.message", core.Attr{Key: "baton.platform", Value: string(m.Thread.Platform)})
+	ctx, span := s.messageSpan(ctx, m)
 	defer span.End()
 	keys := inboundKeys(m)
 	text := s.clean(m.Text)
@@ -532,6 +532,15 @@ func command(text string) (name, args string, ok bool) {
 	name, args, _ = strings.Cut(line, " ")
 	name, _, _ = strings.Cut(name, "\n")
 	return strings.ToLower(strings.TrimSpace(name)), strings.TrimSpace(args), name != ""
+}
+
+// messageSpan starts the span of message m, the root of the trace of
+// what it asks; with tracing off it builds nothing.
+func (s *Service) messageSpan(ctx context.Context, m Message) (context.Context, core.Span) {
+	if s.cfg.Tracer == nil {
+		return core.StartSpan(ctx, nil, "")
+	}
+	return s.cfg.Tracer.Start(ctx, "chat.message", core.Attr{Key: "baton.platform", Value: string(m.Thread.Platform)})
 }
 
 // traceJob records the traceparent of ctx's span with job j, before it is

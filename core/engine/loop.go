@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/baton-bot/baton/core"
 	"github.com/baton-bot/baton/core/llm"
 	"github.com/baton-bot/baton/core/piece"
 	"github.com/baton-bot/baton/core/policy"
@@ -59,7 +58,7 @@ type movement struct {
 // chosen or forced. prompts renders them; shrink > 0 asks for them with the
 // enriched instruction's parts cut shorter (see fit).
 func (pr *pieceRun) runMovement(ctx context.Context, mv *piece.Movement, prompts func(shrink int) (system, user string, err error)) (outcome, error) {
-	ctx, span := core.StartSpan(ctx, pr.e.cfg.Tracer, "movement", core.Attr{Key: "baton.movement", Value: mv.Name})
+	ctx, span := pr.movementSpan(ctx, mv.Name)
 	defer span.End()
 	m := pr.newMovement(ctx, mv)
 	system, user, err := prompts(0)

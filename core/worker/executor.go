@@ -212,7 +212,9 @@ func (x *Executor) Handle(ctx context.Context, l core.Lease) Result {
 		log.Error("recording the job's outcome failed", "err", err)
 		return Result{Action: Nack, Delay: x.cfg.Backoff(l.Failures + 1)}
 	}
-	span.SetAttributes(core.Attr{Key: "baton.job.state", Value: string(done.State)})
+	if x.cfg.Tracer != nil {
+		span.SetAttributes(core.Attr{Key: "baton.job.state", Value: string(done.State)})
+	}
 	wctx, cancel := x.settleCtx(ctx)
 	defer cancel()
 	x.afterFinish(wctx, done, log)
