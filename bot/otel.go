@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel"
+
 	"github.com/baton-bot/baton/core/tracing"
 )
 
@@ -23,7 +25,8 @@ func (m *Main) traceLogs(cfg Config, logger *slog.Logger) (*slog.Logger, error) 
 
 // startTracer sets sys.tracer up when otel.enabled: an OTLP exporter that
 // the standard OTEL_EXPORTER_OTLP_* variables configure, flushed when sys
-// closes (last: after the workers stopped). With tracing off nothing is
+// closes (last: after the workers stopped; for at most 10 s, so that a
+// collector that does not answer does not hold the stop up). With tracing off nothing is
 // built and sys.tracer stays nil.
 func (sys *system) startTracer(ctx context.Context, role string) error {
 	if !sys.cfg.Otel.Enabled {
@@ -34,6 +37,11 @@ func (sys *system) startTracer(ctx context.Context, role string) error {
 		return &ConfigError{Key: "otel.enabled", Msg: err.Error()}
 	}
 	sys.tracer = t
+	// The SDK reports a failed export through its process-wide handler:
+	// into the process's log, not bare on stderr.
+	log := sys.log
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("trace export failed; spans dropped", "err", err) }))
+	log.Info("OpenTelemetry tracing on: spans go by OTLP over HTTP where OTEL_EXPORTER_OTLP_* say", "role", role)
 	sys.closers = append(sys.closers, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

@@ -303,3 +303,23 @@ func TestTraceAcrossProcesses(t *testing.T) {
 	stop("gateway", gw, gwLog)
 	checkJobTrace(t, rcv, wkLog.String())
 }
+
+// TestTracingCollectorDown: a collector that does not answer drops spans
+// with a warning in the log; the job is answered and serve stops cleanly.
+func TestTracingCollectorDown(t *testing.T) {
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
+	t.Setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "300")
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "10")
+	llmSrv := llmtest.NewServer(t)
+	llmSrv.Script(llmtest.Call("transition", `{"next_step":"COMPLETE","summary":"Answered anyway."}`))
+	conf := writeConfig(t, "http:\n  addr: 127.0.0.1:0\notel:\n  enabled: true\ntools:\n  bash:\n    sandbox: none\n")
+	env := map[string]string{"BATON_DATA_DIR": t.TempDir(), "OPENAI_BASE_URL": llmSrv.URL(), "OPENAI_API_KEY": "sk-x", "BATON_API_TOKEN": "t0ken"}
+	r := runBackground(t, env, "serve", "--config", conf)
+	defer r.stop()
+	base := "http://" + r.logged(t, `baton serve started" http=(\S+)`)
+	waitAnswer(t, base, "t0ken", createTask(t, base, "t0ken", "hello"), "Answered anyway.", time.Now().Add(60*time.Second))
+	stopped(t, "serve", r)
+	if !strings.Contains(r.stderr.String(), "trace export failed; spans dropped") {
+		t.Errorf("no warning of the dropped spans:\n%s", r.stderr.String())
+	}
+}
