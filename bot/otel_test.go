@@ -323,3 +323,57 @@ func TestTracingCollectorDown(t *testing.T) {
 		t.Errorf("no warning of the dropped spans:\n%s", r.stderr.String())
 	}
 }
+
+// TestTraceOfSubtasks: a job that waits for a subtask is one trace with
+// it: both attempts of the parent (before and after the wait) are
+// children of the message, and the subtask's attempt is a child of the
+// parent's attempt that created it.
+func TestTraceOfSubtasks(t *testing.T) {
+	rcv := startOTLPReceiver(t)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rcv.URL)
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "100")
+	llmSrv := llmtest.NewServer(t)
+	llmSrv.Script(
+		llmtest.Call("transition", `{"next_step":"WAIT_SUBTASKS","summary":"split","subtasks":[{"title":"child","instruction":"report"}]}`),
+		llmtest.Transition("COMPLETE", "child done"),
+		llmtest.Transition("COMPLETE", "Done."),
+	)
+	conf := writeConfig(t, "http:\n  addr: 127.0.0.1:0\notel:\n  enabled: true\ntools:\n  bash:\n    sandbox: none\n")
+	env := map[string]string{"BATON_DATA_DIR": t.TempDir(), "OPENAI_BASE_URL": llmSrv.URL(), "OPENAI_API_KEY": "sk-x", "BATON_API_TOKEN": "t0ken"}
+	r := runBackground(t, env, "serve", "--config", conf)
+	defer r.stop()
+	base := "http://" + r.logged(t, `baton serve started" http=(\S+)`)
+	waitAnswer(t, base, "t0ken", createTask(t, base, "t0ken", "split it"), "Done.", time.Now().Add(60*time.Second))
+	stopped(t, "serve", r)
+
+	spans, _ := rcv.got()
+	var msg otlpSpan
+	attempts := map[string][]otlpSpan{} // by job id
+	for _, s := range spans {
+		switch s.Name {
+		case "chat.message":
+			msg = s
+		case "job.attempt":
+			attempts[s.Attrs["baton.job.id"]] = append(attempts[s.Attrs["baton.job.id"]], s)
+		}
+	}
+	parent, child := attempts["1"], attempts["2"]
+	if msg.ID == "" || len(parent) != 2 || len(child) != 1 {
+		t.Fatalf("message %+v, parent attempts %+v, subtask attempts %+v (all: %+v)", msg, parent, child, spans)
+	}
+	for _, a := range parent {
+		if a.Trace != msg.Trace || a.Parent != msg.ID {
+			t.Errorf("parent attempt %+v; want a child of the message %s", a, msg.ID)
+		}
+	}
+	first := parent[0]
+	if parent[1].Attrs["baton.job.state"] == "waiting_subtasks" {
+		first = parent[1]
+	}
+	if first.Attrs["baton.job.state"] != "waiting_subtasks" {
+		t.Errorf("no parent attempt ended waiting for its subtask: %+v", parent)
+	}
+	if c := child[0]; c.Trace != msg.Trace || c.Parent != first.ID {
+		t.Errorf("subtask attempt %+v; want a child of the parent's attempt %s in trace %s", c, first.ID, msg.Trace)
+	}
+}
