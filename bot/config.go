@@ -50,6 +50,7 @@ type Config struct {
 	Admin      AdminConfig      `yaml:"admin"`
 	API        APIConfig        `yaml:"api"`
 	Log        LogConfig        `yaml:"log"`
+	Otel       OtelConfig       `yaml:"otel"`
 	Slack      SlackConfig      `yaml:"slack"`
 	Discord    DiscordConfig    `yaml:"discord"`
 	Access     AccessConfig     `yaml:"access"`
@@ -192,6 +193,12 @@ type AdminConfig struct {
 // APIConfig configures the task API.
 type APIConfig struct {
 	Token Secret `yaml:"token"` // empty: API off
+}
+
+// OtelConfig configures OpenTelemetry tracing. Where spans go is the
+// standard OTEL_EXPORTER_OTLP_* variables' business (see core/tracing).
+type OtelConfig struct {
+	Enabled bool `yaml:"enabled"` // false: no tracer, no exporter, no trace ids in logs
 }
 
 // LogConfig configures logging.

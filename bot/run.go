@@ -53,7 +53,7 @@ func (m *Main) run(ctx context.Context, jf jobFlags, instruction string) error {
 	}
 	defer closeLog()
 	steps := &stepRelay{}
-	sys, err := newSystem(ctx, m.Config, m.Logger, systemOptions{embedded: true, decide: true, stepper: steps, workspaces: m.workspaces})
+	sys, err := newSystem(ctx, m.Config, m.Logger, systemOptions{role: "run", embedded: true, decide: true, stepper: steps, workspaces: m.workspaces})
 	if err != nil {
 		return m.systemErr("run", err)
 	}

@@ -302,6 +302,9 @@ type Config struct {
 	ApprovalTimeout time.Duration
 	Now             func() time.Time
 	Logger          *slog.Logger
+	// Tracer traces movements, model requests and tool calls as children
+	// of the attempt's span (see core.Tracer); nil: no tracing.
+	Tracer core.Tracer
 
 	// Egress is the egress proxy: each job run gets a session of it, and
 	// its Bash commands their way out through it (see egress.go); nil:

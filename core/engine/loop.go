@@ -59,6 +59,8 @@ type movement struct {
 // chosen or forced. prompts renders them; shrink > 0 asks for them with the
 // enriched instruction's parts cut shorter (see fit).
 func (pr *pieceRun) runMovement(ctx context.Context, mv *piece.Movement, prompts func(shrink int) (system, user string, err error)) (outcome, error) {
+	ctx, span := pr.movementSpan(ctx, mv.Name)
+	defer span.End()
 	m := pr.newMovement(ctx, mv)
 	system, user, err := prompts(0)
 	if err != nil {
@@ -214,7 +216,7 @@ func (m *movement) loop(ctx context.Context) (outcome, error) {
 		m.meter.sending()
 		pr.step(ctx, Step{Kind: StepThinking})
 		start := time.Now()
-		resp, err := e.model.Complete(ctx, llm.Request{Model: model, Messages: m.msgs, Tools: m.defs, MaxTokens: e.cfg.MaxOutputTokens, ToolChoice: llm.ToolChoiceAuto})
+		resp, err := m.complete(ctx, llm.Request{Model: model, Messages: m.msgs, Tools: m.defs, MaxTokens: e.cfg.MaxOutputTokens, ToolChoice: llm.ToolChoiceAuto})
 		if e.cfg.Meter != nil {
 			e.cfg.Meter.LLMCall(model, time.Since(start), resp.Usage, err)
 		}
@@ -296,7 +298,7 @@ func (m *movement) runCalls(ctx context.Context, calls []llm.ToolCall) (out outc
 				return out, err == nil, err
 			}
 		}
-		res, valid, err := m.callTool(ctx, call)
+		res, valid, err := m.tracedCall(ctx, call)
 		if err != nil {
 			return outcome{}, false, err
 		}

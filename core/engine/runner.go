@@ -98,7 +98,7 @@ func (e *Engine) newPieceRun(ctx context.Context, r *worker.Run, p *piece.Piece)
 	pr := &pieceRun{
 		e: e, r: r, job: r.Job, task: task, piece: p, ws: ws,
 		quota:        workspace.NewQuota(ws, e.cfg.MaxWorkspaceBytes, e.cfg.Floor),
-		log:          e.cfg.Logger.With("task", task.ID, "job", r.Job.ID),
+		log:          core.TraceLogger(ctx, e.cfg.Tracer, e.cfg.Logger.With("task", task.ID, "job", r.Job.ID)),
 		promptTokens: r.Job.PromptTokens, completionTokens: r.Job.CompletionTokens,
 	}
 	if r.Job.Lessons != "" {
