@@ -20,12 +20,19 @@ import (
 
 // bodyRequest is the JSON of a chat completion request.
 type bodyRequest struct {
-	Model               string        `json:"model"`
-	Messages            []bodyMessage `json:"messages"`
-	MaxTokens           int           `json:"max_tokens,omitempty"`
-	MaxCompletionTokens int           `json:"max_completion_tokens,omitempty"`
-	Tools               []bodyTool    `json:"tools,omitempty"`
-	ToolChoice          string        `json:"tool_choice,omitempty"`
+	Model               string             `json:"model"`
+	Messages            []bodyMessage      `json:"messages"`
+	MaxTokens           int                `json:"max_tokens,omitempty"`
+	MaxCompletionTokens int                `json:"max_completion_tokens,omitempty"`
+	Tools               []bodyTool         `json:"tools,omitempty"`
+	ToolChoice          string             `json:"tool_choice,omitempty"`
+	Stream              bool               `json:"stream,omitempty"`
+	StreamOptions       *bodyStreamOptions `json:"stream_options,omitempty"`
+}
+
+// bodyStreamOptions asks a streaming server for usage in the last chunk.
+type bodyStreamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
 }
 
 type bodyMessage struct {
@@ -71,11 +78,15 @@ type bodyFunctionDef struct {
 }
 
 // encodeBody returns the JSON body for req, whose model and token limit
-// wreq (go-openai's validated request) already settled.
-func encodeBody(req Request, wreq openai.ChatCompletionRequest) ([]byte, error) {
+// wreq (go-openai's validated request) already settled; stream asks for
+// a server-sent event stream with usage.
+func encodeBody(req Request, wreq openai.ChatCompletionRequest, stream bool) ([]byte, error) {
 	b := bodyRequest{
 		Model: wreq.Model, MaxTokens: wreq.MaxTokens, MaxCompletionTokens: wreq.MaxCompletionTokens,
 		Messages: make([]bodyMessage, len(req.Messages)),
+	}
+	if stream {
+		b.Stream, b.StreamOptions = true, &bodyStreamOptions{IncludeUsage: true}
 	}
 	if s, ok := wreq.ToolChoice.(string); ok {
 		b.ToolChoice = s

@@ -45,7 +45,7 @@ func (c *Client) Complete(ctx context.Context, req Request) (Response, error) {
 	if err != nil {
 		return Response{}, fmt.Errorf("llm: %w", err)
 	}
-	body, err := encodeBody(req, wreq)
+	body, err := encodeBody(req, wreq, c.stream)
 	if err != nil {
 		return Response{}, fmt.Errorf("llm: %w", err)
 	}
@@ -58,9 +58,29 @@ func (c *Client) Complete(ctx context.Context, req Request) (Response, error) {
 	if req.ToolChoice == ToolChoiceNone {
 		known = nil // the caller wants text: take none of it for calls
 	}
+	// texted is whether an attempt passed text to req.OnText: the next
+	// attempt tells req.OnRestart first.
+	texted := false
+	onText := req.OnText
+	if onText != nil {
+		onText = func(delta string) { texted = true; req.OnText(delta) }
+	}
 	for retry := 0; ; retry++ {
+		if texted && req.OnRestart != nil {
+			req.OnRestart()
+		}
+		texted = false
 		start := time.Now()
-		resp, f := c.attempt(ctx, wreq, body, known)
+		var resp Response
+		var f *failure
+		if c.stream {
+			resp, f = c.streamAttempt(ctx, body, onText)
+		} else {
+			resp, f = c.attempt(ctx, wreq, body)
+		}
+		if f == nil {
+			f = c.settle(&resp, known, req.Messages)
+		}
 		if f == nil {
 			c.log.DebugContext(ctx, "llm: completion",
 				"model", wreq.Model, "took", time.Since(start).Round(time.Millisecond),
@@ -151,7 +171,7 @@ func (c *Client) listModels(ctx context.Context) ([]string, bool) {
 	return ids, true
 }
 
-func (c *Client) attempt(ctx context.Context, wreq openai.ChatCompletionRequest, body []byte, known func(string) bool) (Response, *failure) {
+func (c *Client) attempt(ctx context.Context, wreq openai.ChatCompletionRequest, body []byte) (Response, *failure) {
 	actx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	x := &exchange{request: body}
@@ -160,10 +180,22 @@ func (c *Client) attempt(ctx context.Context, wreq openai.ChatCompletionRequest,
 		return Response{}, c.classify(actx, x, err)
 	}
 	if len(out.Choices) == 0 {
+		if !x.truncated {
+			if f := c.errorIn200(x.body.Bytes()); f != nil {
+				return Response{}, f
+			}
+		}
 		return Response{}, &failure{retry: true, reason: "an empty reply",
 			err: errors.New("the reply has no choices")}
 	}
-	resp := fromWire(out, x.usageReported(out.Usage))
+	return fromWire(out, x.usageReported(out.Usage)), nil
+}
+
+// settle finishes a reply both paths decoded: tool calls written into the
+// text are moved to ToolCalls, ids that repeat an earlier turn's (or each
+// other) are replaced, and a rate-limit message sent as the answer is a
+// retryable failure.
+func (c *Client) settle(resp *Response, known func(string) bool, history []Message) *failure {
 	msg := &resp.Message
 	if len(msg.ToolCalls) == 0 && known != nil && msg.Content != "" {
 		if calls, rest := ExtractToolCalls(msg.Content, known); len(calls) > 0 {
@@ -171,10 +203,37 @@ func (c *Client) attempt(ctx context.Context, wreq openai.ChatCompletionRequest,
 		}
 	}
 	if len(msg.ToolCalls) == 0 && rateLimitText(msg.Content) {
-		return Response{}, &failure{retry: true, reason: "a rate-limit message instead of an answer",
+		return &failure{retry: true, reason: "a rate-limit message instead of an answer",
 			err: fmt.Errorf("the model answered %q", clip(c.redact(msg.Content), 200))}
 	}
-	return resp, nil
+	freshIDs(msg.ToolCalls, history)
+	return nil
+}
+
+// freshIDs replaces the ids of calls that repeat an id of an earlier
+// message (some servers count from call_0 every turn) or of another call
+// of the same reply: each tool result must answer one call only.
+func freshIDs(calls []ToolCall, history []Message) {
+	if len(calls) == 0 {
+		return
+	}
+	seen := map[string]bool{}
+	for _, m := range history {
+		for _, tc := range m.ToolCalls {
+			seen[tc.ID] = true
+		}
+		if m.ToolCallID != "" {
+			seen[m.ToolCallID] = true
+		}
+	}
+	for i := range calls {
+		id := calls[i].ID
+		for n := 0; seen[id]; n++ {
+			id = callID(fmt.Sprintf("%s|%d|%s|%s", calls[i].ID, n, calls[i].Name, calls[i].Arguments), i)
+		}
+		calls[i].ID = id
+		seen[id] = true
+	}
 }
 
 // classify turns an error of one attempt into a failure. actx is the

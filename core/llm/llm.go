@@ -73,6 +73,10 @@ type Message struct {
 	ToolCallID string
 	// Name is the optional participant or tool name.
 	Name string
+	// Reasoning is a reasoning model's thinking that came with an
+	// assistant answer (reasoning_content, reasoning): never part of
+	// Content, and not sent back in later requests.
+	Reasoning string
 }
 
 // Part is one piece of a multi-part message: text, or an image sent to the
@@ -119,6 +123,19 @@ type Request struct {
 	// ToolChoice is ToolChoiceAuto, ToolChoiceNone, ToolChoiceRequired or
 	// "" (server default).
 	ToolChoice string
+
+	// OnText, when set and the Client streams (Config.Stream), is called
+	// with each piece of the answer's text as it arrives, in order, on the
+	// goroutine that called Complete; it must not block long (hand the
+	// delta on, do not send it anywhere slow). Reasoning text is not
+	// passed. Pieces already passed can turn out to be a tool call written
+	// as text; Response.Message is what counts.
+	OnText func(delta string)
+	// OnRestart, when set, is called before an attempt that follows one
+	// which already passed text to OnText (a stream cut midway, retried as
+	// a whole request): the text passed so far is void and the answer's
+	// text starts again from its first delta.
+	OnRestart func()
 }
 
 // Response is the model's answer to a Request.
@@ -138,6 +155,9 @@ type Usage struct {
 	// CachedTokens is the part of PromptTokens served from the provider's
 	// prompt cache (prompt_tokens_details.cached_tokens).
 	CachedTokens int
+	// ReasoningTokens is the part of CompletionTokens a reasoning model
+	// spent thinking (completion_tokens_details.reasoning_tokens).
+	ReasoningTokens int
 	// Reported is false when the server sent no usage at all; the counts
 	// are then zero and mean nothing.
 	Reported bool
@@ -162,6 +182,12 @@ type Config struct {
 	HTTPClient *http.Client
 	// Logger receives retries and failures; nil discards them.
 	Logger *slog.Logger
+	// Stream asks for the answer as a server-sent event stream (stream:
+	// true, with usage in its last chunk); Request.OnText then sees the
+	// text as it arrives. A stream that stops before its end is retried as
+	// a whole request. Servers that answer a stream request with a plain
+	// JSON body are understood too.
+	Stream bool
 	// Sleep waits between attempts; nil waits on a timer. It must return
 	// ctx.Err() when ctx ends first. Tests inject it to never sleep.
 	Sleep func(ctx context.Context, d time.Duration) error
@@ -188,8 +214,12 @@ type Client struct {
 	sleep      func(ctx context.Context, d time.Duration) error
 	redact     func(string) string
 	url        string // the base URL as errors show it (shownURL)
-	noKey      bool   // Config.APIKey is empty
-	keyMissing bool   // noKey, and the endpoint needs a key (NeedsKey)
+	hc         *http.Client
+	baseURL    string // Config.BaseURL without a trailing slash
+	apiKey     string // sent as the bearer token; never logged
+	stream     bool
+	noKey      bool // Config.APIKey is empty
+	keyMissing bool // noKey, and the endpoint needs a key (NeedsKey)
 }
 
 // New returns a Client for cfg. It fails when BaseURL is not an http(s) URL.
@@ -219,6 +249,10 @@ func New(cfg Config) (*Client, error) {
 		sleep:      cfg.Sleep,
 		redact:     redact,
 		url:        redact(shownURL(u)),
+		hc:         hc,
+		baseURL:    strings.TrimSuffix(cfg.BaseURL, "/"),
+		apiKey:     cfg.APIKey,
+		stream:     cfg.Stream,
 		noKey:      cfg.APIKey == "",
 		keyMissing: cfg.APIKey == "" && NeedsKey(cfg.BaseURL),
 	}

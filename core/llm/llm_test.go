@@ -128,7 +128,7 @@ func TestRequestMapping(t *testing.T) {
 		t.Fatalf("server got %d requests, want 1", len(reqs))
 	}
 	want := llmtest.Request{
-		Model: "gpt-4o-mini",
+		Model: "gpt-4o-mini", MaxTokensParam: "max_tokens",
 		Messages: []llmtest.Message{
 			{Role: "system", Content: "You are Baton."},
 			{Role: "user", Content: "List the files."},

@@ -60,7 +60,7 @@ func dataURL(mime string, data []byte) string {
 // fromWire translates go-openai's response (with at least one choice).
 func fromWire(out openai.ChatCompletionResponse, usageReported bool) Response {
 	ch := out.Choices[0]
-	msg := Message{Role: RoleAssistant, Content: ch.Message.Content}
+	msg := Message{Role: RoleAssistant, Content: ch.Message.Content, Reasoning: ch.Message.ReasoningContent}
 	for i, tc := range ch.Message.ToolCalls {
 		id := tc.ID
 		if id == "" {
@@ -81,6 +81,9 @@ func fromWire(out openai.ChatCompletionResponse, usageReported bool) Response {
 		}
 		if d := out.Usage.PromptTokensDetails; d != nil {
 			r.Usage.CachedTokens = d.CachedTokens
+		}
+		if d := out.Usage.CompletionTokensDetails; d != nil {
+			r.Usage.ReasoningTokens = d.ReasoningTokens
 		}
 	}
 	return r
@@ -115,5 +118,5 @@ func (c *Client) Encode(req Request) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return encodeBody(req, w)
+	return encodeBody(req, w, c.stream)
 }

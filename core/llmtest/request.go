@@ -15,7 +15,14 @@ type Request struct {
 	ToolChoice string
 	// MaxTokens is max_tokens, or max_completion_tokens when that was sent.
 	MaxTokens int
-	Stream    bool
+	// MaxTokensParam names the limit's parameter as sent: "max_tokens",
+	// "max_completion_tokens" or "" (none).
+	MaxTokensParam string
+	Stream         bool
+	// IncludeUsage is stream_options.include_usage.
+	IncludeUsage bool
+	// ReasoningEffort is reasoning_effort, when sent.
+	ReasoningEffort string
 	// Raw is the request body exactly as sent.
 	Raw []byte
 }
@@ -78,6 +85,10 @@ type (
 		MaxTokens           int             `json:"max_tokens"`
 		MaxCompletionTokens int             `json:"max_completion_tokens"`
 		Stream              bool            `json:"stream"`
+		StreamOptions       *struct {
+			IncludeUsage bool `json:"include_usage"`
+		} `json:"stream_options"`
+		ReasoningEffort string `json:"reasoning_effort"`
 	}
 	wireMessage struct {
 		Role       string          `json:"role"`
@@ -111,9 +122,15 @@ func decodeRequest(body []byte) (Request, error) {
 	if w.Model == "" {
 		return Request{}, fmt.Errorf("no model")
 	}
-	r := Request{Model: w.Model, MaxTokens: w.MaxTokens, Stream: w.Stream, Raw: body}
+	r := Request{Model: w.Model, MaxTokens: w.MaxTokens, Stream: w.Stream, Raw: body, ReasoningEffort: w.ReasoningEffort}
+	if w.StreamOptions != nil {
+		r.IncludeUsage = w.StreamOptions.IncludeUsage
+	}
+	if w.MaxTokens > 0 {
+		r.MaxTokensParam = "max_tokens"
+	}
 	if w.MaxCompletionTokens > 0 {
-		r.MaxTokens = w.MaxCompletionTokens
+		r.MaxTokens, r.MaxTokensParam = w.MaxCompletionTokens, "max_completion_tokens"
 	}
 	if len(w.ToolChoice) > 0 {
 		_ = json.Unmarshal(w.ToolChoice, &r.ToolChoice) // an object choice stays ""

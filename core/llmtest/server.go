@@ -9,8 +9,10 @@
 //	got := srv.Requests()[0].Messages
 //
 // The server answers POST /v1/chat/completions only (404 otherwise; GET
-// /v1/models too when started WithModels), never streams, and fails the test with a clear message when a request arrives
-// after the script is used up and no Handler is set.
+// /v1/models too when started WithModels), and fails the test with a clear message when a request arrives
+// after the script is used up and no Handler is set. A request with
+// stream: true is answered as a server-sent event stream, cut into deltas
+// as the Step says (stream.go).
 package llmtest
 
 import (
@@ -145,12 +147,6 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "", `{"error":{"message":"malformed request"}}`)
 		return
 	}
-	if req.Stream {
-		s.t.Errorf("llmtest: the client asked for streaming, which llmtest does not serve")
-		writeError(w, http.StatusBadRequest, "", `{"error":{"message":"streaming is not supported"}}`)
-		return
-	}
-
 	s.mu.Lock()
 	s.requests = append(s.requests, req)
 	n := len(s.requests)
@@ -187,6 +183,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	case step.Raw != "":
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, step.Raw)
+	case req.Stream:
+		s.serveStream(w, req, step)
 	default:
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(s.reply(req, step))
@@ -253,9 +251,10 @@ type (
 		FinishReason string        `json:"finish_reason"`
 	}
 	wireAssistant struct {
-		Role      string         `json:"role"`
-		Content   *string        `json:"content"`
-		ToolCalls []wireToolCall `json:"tool_calls,omitempty"`
+		Role             string         `json:"role"`
+		Content          *string        `json:"content"`
+		ReasoningContent string         `json:"reasoning_content,omitempty"`
+		ToolCalls        []wireToolCall `json:"tool_calls,omitempty"`
 	}
 	wireToolCall struct {
 		ID       string       `json:"id"`
@@ -281,7 +280,7 @@ func (s *Server) reply(req Request, step Step) wireReply {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.replies++
-	msg := wireAssistant{Role: "assistant"}
+	msg := wireAssistant{Role: "assistant", ReasoningContent: step.Reasoning}
 	if step.Text != "" || len(step.ToolCalls) == 0 {
 		text := step.Text
 		msg.Content = &text

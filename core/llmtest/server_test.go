@@ -224,7 +224,7 @@ func TestRecordsRequest(t *testing.T) {
 	}
 	got := s.Requests()
 	want := []Request{{
-		Model: "gpt-x", MaxTokens: 64, ToolChoice: "auto",
+		Model: "gpt-x", MaxTokens: 64, MaxTokensParam: "max_completion_tokens", ToolChoice: "auto",
 		Messages: []Message{
 			{Role: "system", Content: "sys"},
 			{Role: "user", Parts: []Part{{Type: "text", Text: "look"}, {Type: "image_url", ImageURL: "data:image/png;base64,AAA="}}},
@@ -242,17 +242,23 @@ func TestRecordsRequest(t *testing.T) {
 	}
 }
 
-func TestStreamingRefused(t *testing.T) {
+func TestStreamServed(t *testing.T) {
 	t.Parallel()
-	rec := &recordingTB{TB: t}
-	s := NewServer(rec)
-	s.Script(Text("never"))
-	code, _, _ := post(t, s.URL()+"/chat/completions", "", `{"model":"m","messages":[],"stream":true}`)
-	if code != 400 || len(rec.errors()) != 1 {
-		t.Errorf("status %d, errors %q; want 400 and one error", code, rec.errors())
+	s := NewServer(t)
+	s.Script(Text("never mind").Streamed(5).WithUsage(3, 2))
+	resp, err := http.Post(s.URL()+"/chat/completions", "application/json", strings.NewReader(`{"model":"m","messages":[],"stream":true,"stream_options":{"include_usage":true}}`))
+	if err != nil {
+		t.Fatal(err)
 	}
-	if s.Pending() != 1 {
-		t.Errorf("a refused request used a step")
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	code, body := resp.StatusCode, string(raw)
+	if code != 200 || !strings.HasSuffix(body, "data: [DONE]\n\n") || !strings.Contains(body, `"content":"never"`) ||
+		!strings.Contains(body, `"content":" mind"`) || !strings.Contains(body, `"usage":{"prompt_tokens":3`) {
+		t.Errorf("status %d, stream:\n%s", code, body)
+	}
+	if r := s.Requests()[0]; !r.Stream || !r.IncludeUsage {
+		t.Errorf("recorded %+v", r)
 	}
 }
 
