@@ -26,6 +26,7 @@ type bodyRequest struct {
 	MaxCompletionTokens int                `json:"max_completion_tokens,omitempty"`
 	Tools               []bodyTool         `json:"tools,omitempty"`
 	ToolChoice          string             `json:"tool_choice,omitempty"`
+	ReasoningEffort     string             `json:"reasoning_effort,omitempty"`
 	Stream              bool               `json:"stream,omitempty"`
 	StreamOptions       *bodyStreamOptions `json:"stream_options,omitempty"`
 }
@@ -43,6 +44,9 @@ type bodyMessage struct {
 	Name       string         `json:"name,omitempty"`
 	ToolCalls  []bodyToolCall `json:"tool_calls,omitempty"`
 	ToolCallID string         `json:"tool_call_id,omitempty"`
+	// ReasoningContent goes back only where the provider requires it
+	// (bodyOptions.reasoningBack).
+	ReasoningContent string `json:"reasoning_content,omitempty"`
 }
 
 type bodyPart struct {
@@ -77,15 +81,30 @@ type bodyFunctionDef struct {
 	Parameters  json.RawMessage `json:"parameters"`
 }
 
+// bodyOptions are the client's choices that shape a body.
+type bodyOptions struct {
+	stream bool // a server-sent event stream, with usage
+	// reasoningBack sends the reasoning of the assistant messages that
+	// called tools since the last user message (DeepSeek's thinking mode
+	// wants it back within the turn, and not after).
+	reasoningBack bool
+	effort        string // reasoning_effort, "" for none
+}
+
 // encodeBody returns the JSON body for req, whose model and token limit
-// wreq (go-openai's validated request) already settled; stream asks for
-// a server-sent event stream with usage.
-func encodeBody(req Request, wreq openai.ChatCompletionRequest, stream bool) ([]byte, error) {
+// wreq (go-openai's validated request) already settled.
+func encodeBody(req Request, wreq openai.ChatCompletionRequest, o bodyOptions) ([]byte, error) {
 	b := bodyRequest{
 		Model: wreq.Model, MaxTokens: wreq.MaxTokens, MaxCompletionTokens: wreq.MaxCompletionTokens,
-		Messages: make([]bodyMessage, len(req.Messages)),
+		Messages: make([]bodyMessage, len(req.Messages)), ReasoningEffort: o.effort,
 	}
-	if stream {
+	turn := 0 // the current turn's first message
+	for i, m := range req.Messages {
+		if m.Role == RoleUser {
+			turn = i + 1
+		}
+	}
+	if o.stream {
 		b.Stream, b.StreamOptions = true, &bodyStreamOptions{IncludeUsage: true}
 	}
 	if s, ok := wreq.ToolChoice.(string); ok {
@@ -95,6 +114,9 @@ func encodeBody(req Request, wreq openai.ChatCompletionRequest, stream bool) ([]
 		bm, err := bodyMessageOf(m)
 		if err != nil {
 			return nil, fmt.Errorf("message %d: %w", i, err)
+		}
+		if o.reasoningBack && i >= turn && m.Role == RoleAssistant && len(m.ToolCalls) > 0 {
+			bm.ReasoningContent = m.Reasoning
 		}
 		b.Messages[i] = bm
 	}

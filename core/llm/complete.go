@@ -45,7 +45,7 @@ func (c *Client) Complete(ctx context.Context, req Request) (Response, error) {
 	if err != nil {
 		return Response{}, fmt.Errorf("llm: %w", err)
 	}
-	body, err := encodeBody(req, wreq, c.stream)
+	body, err := encodeBody(req, wreq, c.bodyOptions())
 	if err != nil {
 		return Response{}, fmt.Errorf("llm: %w", err)
 	}
@@ -91,6 +91,20 @@ func (c *Client) Complete(ctx context.Context, req Request) (Response, error) {
 		}
 		if err := ctx.Err(); err != nil {
 			return Response{}, fmt.Errorf("llm: %w", err)
+		}
+		if !f.retry && c.learnParam(wreq.Model, wreq, f.err) {
+			// The endpoint named the token limit's parameter it wants:
+			// sent again with it, not counted as a retry.
+			c.log.InfoContext(ctx, "llm: the endpoint wants the other token-limit parameter; sending again",
+				"model", wreq.Model, "error", f.err.Error())
+			if wreq, err = c.wireRequest(req); err == nil {
+				body, err = encodeBody(req, wreq, c.bodyOptions())
+			}
+			if err != nil {
+				return Response{}, fmt.Errorf("llm: %w", err)
+			}
+			retry--
+			continue
 		}
 		if !f.retry {
 			err := c.explain(ctx, wreq.Model, f)
@@ -301,6 +315,9 @@ func (c *Client) statusFailure(se *StatusError, x *exchange, html bool) *failure
 	case se.Retryable():
 		// A gateway's error page is still a gateway's transient error.
 		f.retry, f.wait = true, retryAfter(x.header, time.Now())
+		if f.wait == 0 && code == http.StatusTooManyRequests {
+			f.wait = rateReset(x.header)
+		}
 	case html:
 		f.kind = KindNotAPI
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
@@ -364,6 +381,29 @@ func retryAfter(h http.Header, now time.Time) time.Duration {
 	return min(d, retryAfterMax)
 }
 
+// rateReset reads OpenAI's (and Groq's) x-ratelimit-reset-requests and
+// x-ratelimit-reset-tokens, durations such as "1s", "6m0s" or "20ms": the
+// reset of the limit whose x-ratelimit-remaining-* is 0, else the later
+// one. It returns 0 when there are none, and caps the wait at
+// retryAfterMax.
+func rateReset(h http.Header) time.Duration {
+	var exhausted, any time.Duration
+	for _, kind := range []string{"requests", "tokens"} {
+		d, err := time.ParseDuration(strings.TrimSpace(h.Get("X-Ratelimit-Reset-" + kind)))
+		if err != nil || d <= 0 {
+			continue
+		}
+		any = max(any, d)
+		if strings.TrimSpace(h.Get("X-Ratelimit-Remaining-"+kind)) == "0" {
+			exhausted = max(exhausted, d)
+		}
+	}
+	if exhausted > 0 {
+		any = exhausted
+	}
+	return min(any, retryAfterMax)
+}
+
 func sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -421,9 +461,14 @@ func (x *exchange) usageReported(u openai.Usage) bool {
 
 // recorder is the HTTP doer go-openai sends through; it fills the attempt's
 // exchange, if any, from the reply.
-type recorder struct{ hc *http.Client }
+type recorder struct {
+	hc      *http.Client
+	profile Profile
+	apiKey  string
+}
 
 func (r recorder) Do(req *http.Request) (*http.Response, error) {
+	r.profile.decorate(req, r.apiKey)
 	x, _ := req.Context().Value(exchangeKey{}).(*exchange)
 	if x != nil && x.request != nil {
 		body := x.request

@@ -29,6 +29,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
@@ -188,6 +189,13 @@ type Config struct {
 	// a whole request. Servers that answer a stream request with a plain
 	// JSON body are understood too.
 	Stream bool
+	// Provider is llm.provider: one of ProviderNames, "" meaning auto
+	// (from the base URL). Its Profile decides the headers, the token
+	// limit's name, the rate-limit headers read and what is not sent.
+	Provider string
+	// ReasoningEffort, when not empty, is sent as reasoning_effort
+	// (minimal, low, medium, high: reasoning models only).
+	ReasoningEffort string
 	// Sleep waits between attempts; nil waits on a timer. It must return
 	// ctx.Err() when ctx ends first. Tests inject it to never sleep.
 	Sleep func(ctx context.Context, d time.Duration) error
@@ -218,8 +226,12 @@ type Client struct {
 	baseURL    string // Config.BaseURL without a trailing slash
 	apiKey     string // sent as the bearer token; never logged
 	stream     bool
-	noKey      bool // Config.APIKey is empty
-	keyMissing bool // noKey, and the endpoint needs a key (NeedsKey)
+	profile    Profile
+	effort     string
+	mu         sync.Mutex
+	params     map[string]string // guarded by mu: the token-limit parameter learnt per model
+	noKey      bool              // Config.APIKey is empty
+	keyMissing bool              // noKey, and the endpoint needs a key (NeedsKey)
 }
 
 // New returns a Client for cfg. It fails when BaseURL is not an http(s) URL.
@@ -231,6 +243,10 @@ func New(cfg Config) (*Client, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("llm: base URL %q is not an http(s) URL", newRedactor(cfg.APIKey).redact(cfg.BaseURL))
 	}
+	profile, ok := ProfileOf(cfg.Provider, cfg.BaseURL)
+	if !ok {
+		return nil, fmt.Errorf("llm: provider %q is not one of %s", cfg.Provider, strings.Join(ProviderNames(), ", "))
+	}
 	password, _ := u.User.Password()
 	redact := newRedactor(cfg.APIKey, password).redact
 	hc := cfg.HTTPClient
@@ -239,7 +255,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	oc := openai.DefaultConfig(cfg.APIKey)
 	oc.BaseURL = cfg.BaseURL
-	oc.HTTPClient = recorder{hc}
+	oc.HTTPClient = recorder{hc: hc, profile: profile, apiKey: cfg.APIKey}
 	c := &Client{
 		api:        openai.NewClientWithConfig(oc),
 		model:      cfg.Model,
@@ -253,6 +269,8 @@ func New(cfg Config) (*Client, error) {
 		baseURL:    strings.TrimSuffix(cfg.BaseURL, "/"),
 		apiKey:     cfg.APIKey,
 		stream:     cfg.Stream,
+		profile:    profile,
+		effort:     cfg.ReasoningEffort,
 		noKey:      cfg.APIKey == "",
 		keyMissing: cfg.APIKey == "" && NeedsKey(cfg.BaseURL),
 	}
@@ -317,6 +335,11 @@ func IsContextOverflow(err error) bool {
 	}
 	msg := strings.ToLower(se.Message)
 	for _, s := range []string{"context length", "context window", "maximum context", "too many tokens", "prompt is too long", "exceeds the context"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	for _, s := range contextPhrases {
 		if strings.Contains(msg, s) {
 			return true
 		}

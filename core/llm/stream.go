@@ -46,6 +46,7 @@ func (c *Client) streamAttempt(ctx context.Context, body []byte, onText func(str
 	if c.apiKey != "" {
 		hreq.Header.Set("Authorization", "Bearer "+c.apiKey)
 	}
+	c.profile.decorate(hreq, c.apiKey)
 	resp, err := c.hc.Do(hreq)
 	if err != nil {
 		return Response{}, c.classify(actx, &exchange{}, err)

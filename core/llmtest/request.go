@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/url"
 )
 
 // Request is one chat completion request as the server received it.
@@ -25,6 +27,9 @@ type Request struct {
 	ReasoningEffort string
 	// Raw is the request body exactly as sent.
 	Raw []byte
+	// Header and Query are the request's headers and URL query.
+	Header http.Header
+	Query  url.Values
 }
 
 // Message is one message of a recorded request.
@@ -37,6 +42,8 @@ type Message struct {
 	ToolCalls  []ToolCall
 	ToolCallID string
 	Name       string
+	// ReasoningContent is an assistant message's reasoning_content.
+	ReasoningContent string
 }
 
 // Part is one content part: Type "text" with Text, or "image_url" with
@@ -96,6 +103,7 @@ type (
 		ToolCalls  []wireToolCall  `json:"tool_calls"`
 		ToolCallID string          `json:"tool_call_id"`
 		Name       string          `json:"name"`
+		Reasoning  string          `json:"reasoning_content"`
 	}
 	wirePart struct {
 		Type     string `json:"type"`
@@ -136,7 +144,7 @@ func decodeRequest(body []byte) (Request, error) {
 		_ = json.Unmarshal(w.ToolChoice, &r.ToolChoice) // an object choice stays ""
 	}
 	for i, wm := range w.Messages {
-		m := Message{Role: wm.Role, ToolCallID: wm.ToolCallID, Name: wm.Name}
+		m := Message{Role: wm.Role, ToolCallID: wm.ToolCallID, Name: wm.Name, ReasoningContent: wm.Reasoning}
 		content := bytes.TrimSpace(wm.Content)
 		switch {
 		case len(content) == 0 || string(content) == "null":

@@ -147,6 +147,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "", `{"error":{"message":"malformed request"}}`)
 		return
 	}
+	req.Header, req.Query = r.Header.Clone(), r.URL.Query()
 	s.mu.Lock()
 	s.requests = append(s.requests, req)
 	n := len(s.requests)
