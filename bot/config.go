@@ -22,6 +22,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/baton-bot/baton/core/llm"
 	"github.com/baton-bot/baton/core/policy"
 )
 
@@ -67,6 +68,11 @@ type LLMConfig struct {
 	RequestTimeout  time.Duration `yaml:"request_timeout"`
 	MaxRetries      int           `yaml:"max_retries"`
 	MaxTokensPerJob int64         `yaml:"max_tokens_per_job"` // 0: unlimited
+
+	// Streaming, provider profiles and reasoning models (core/llm).
+	Stream          bool   `yaml:"stream"`           // stream answers (server-sent events)
+	Provider        string `yaml:"provider"`         // auto | a name of llm.ProviderNames
+	ReasoningEffort string `yaml:"reasoning_effort"` // "" | minimal | low | medium | high
 }
 
 // ContextConfig holds the context manager's thresholds, as fractions of the
@@ -331,6 +337,8 @@ func DefaultConfig() Config {
 			MaxOutputTokens: 4096,
 			RequestTimeout:  120 * time.Second,
 			MaxRetries:      5,
+			Stream:          true,
+			Provider:        "auto",
 		},
 		Context: ContextConfig{
 			Warn:                0.70,
@@ -976,6 +984,10 @@ func (c Config) Validate() error {
 	v.duration("llm.request_timeout", c.LLM.RequestTimeout)
 	v.notNegative("llm.max_retries", int64(c.LLM.MaxRetries))
 	v.notNegative("llm.max_tokens_per_job", c.LLM.MaxTokensPerJob)
+	v.oneOf("llm.provider", c.LLM.Provider, llm.ProviderNames()...)
+	if c.LLM.ReasoningEffort != "" {
+		v.oneOf("llm.reasoning_effort", c.LLM.ReasoningEffort, "minimal", "low", "medium", "high")
+	}
 
 	thresholds := []struct {
 		key string

@@ -166,7 +166,8 @@ func (d *doctor) model(ctx context.Context) []check {
 	if c.APIKey == "" && strings.EqualFold(hostOf(c.BaseURL), "api.openai.com") {
 		return []check{failure("llm.endpoint", "llm.api_key is empty, and OpenAI's API needs a key", "set OPENAI_API_KEY (or llm.api_key); for a local model set OPENAI_BASE_URL")}
 	}
-	client, err := llm.New(llm.Config{BaseURL: c.BaseURL, APIKey: c.APIKey.Reveal(), Model: model, Timeout: doctorTimeout, HTTPClient: d.hc, Logger: d.log})
+	client, err := llm.New(llm.Config{BaseURL: c.BaseURL, APIKey: c.APIKey.Reveal(), Model: model, Timeout: doctorTimeout, HTTPClient: d.hc, Logger: d.log,
+		Stream: c.Stream, Provider: c.Provider, ReasoningEffort: c.ReasoningEffort})
 	if err != nil {
 		return []check{failure("llm.endpoint", fmt.Sprintf("llm.base_url %s is not an http(s) URL", at), "set llm.base_url (OPENAI_BASE_URL) to the API's root, such as http://localhost:11434/v1")}
 	}

@@ -435,6 +435,7 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger, opts systemOpt
 	model, err := llm.New(llm.Config{
 		BaseURL: cfg.LLM.BaseURL, APIKey: cfg.LLM.APIKey.Reveal(), Model: cfg.LLM.Model,
 		Timeout: cfg.LLM.RequestTimeout, MaxRetries: cfg.LLM.MaxRetries, Logger: log,
+		Stream: cfg.LLM.Stream, Provider: cfg.LLM.Provider, ReasoningEffort: cfg.LLM.ReasoningEffort,
 	})
 	if err != nil {
 		return nil, &ConfigError{Key: "llm.base_url", Msg: err.Error()}

@@ -315,7 +315,7 @@ func (c *Client) statusFailure(se *StatusError, x *exchange, html bool) *failure
 	case se.Retryable():
 		// A gateway's error page is still a gateway's transient error.
 		f.retry, f.wait = true, retryAfter(x.header, time.Now())
-		if f.wait == 0 && code == http.StatusTooManyRequests {
+		if f.wait == 0 && code == http.StatusTooManyRequests && slices.Contains(c.profile.RateLimitHeaders, "x-ratelimit-reset-requests") {
 			f.wait = rateReset(x.header)
 		}
 	case html:
