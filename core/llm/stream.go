@@ -181,6 +181,12 @@ func (c *Client) statusError(status int, h http.Header, raw []byte) *StatusError
 		se.StatusCode = status
 		return se
 	}
+	var list []wireError // Gemini: [{"error": {…}}]
+	if json.Unmarshal(raw, &list) == nil && len(list) > 0 && list[0].Error != nil {
+		se := c.wireStatus(status, list[0])
+		se.StatusCode = status
+		return se
+	}
 	// Some servers send a bare {"error":"text"} or plain text.
 	var bare struct {
 		Error string `json:"error"`
@@ -224,6 +230,10 @@ type streamChunk struct {
 		FinishReason *string      `json:"finish_reason"`
 	} `json:"choices"`
 	Usage *wireUsage `json:"usage"`
+	// XGroq carries Groq's usage in a stream's last chunk.
+	XGroq *struct {
+		Usage *wireUsage `json:"usage"`
+	} `json:"x_groq"`
 }
 
 type streamDelta struct {
@@ -275,6 +285,8 @@ func (a *assembler) finished() bool { return a.finish != "" }
 func (a *assembler) add(ch streamChunk, onText func(string)) {
 	if ch.Usage != nil {
 		a.usage = ch.Usage
+	} else if ch.XGroq != nil && ch.XGroq.Usage != nil {
+		a.usage = ch.XGroq.Usage
 	}
 	for _, c := range ch.Choices {
 		if c.Index != 0 {
@@ -319,7 +331,11 @@ func (a *assembler) addCall(tc streamToolCall) {
 	switch {
 	case tc.Index != nil:
 		i = *tc.Index
-	case tc.ID != "" && (a.calls[i] == nil || a.calls[i].ID != tc.ID) || len(a.order) == 0:
+	case len(a.order) == 0,
+		tc.ID != "" && a.calls[i].ID != tc.ID,
+		tc.ID == "" && tc.Function.Name != "" && a.calls[i].Name != "":
+		// Without an index: a new id, or a new name where the call has
+		// one (Gemini sends each call whole, without index or id).
 		i = len(a.order)
 		for a.calls[i] != nil {
 			i++

@@ -45,6 +45,8 @@ type Server struct {
 	requests []Request // guarded by mu
 	calls    int       // guarded by mu: tool call ids handed out
 	replies  int       // guarded by mu: completion ids handed out
+	persona  *Persona  // guarded by mu: how completions are shaped; nil: as OpenAI documents
+	quirked  bool      // guarded by mu: the persona's quirk was sent
 }
 
 // Option configures a Server.
@@ -167,6 +169,17 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		step = h(req)
+	}
+
+	if ps, quirk := s.personaStep(req, step); quirk {
+		if scripted {
+			s.mu.Lock()
+			s.steps = append([]Step{step}, s.steps...)
+			s.mu.Unlock()
+		}
+		step = ps
+	} else {
+		step = ps
 	}
 
 	if step.Delay > 0 {
