@@ -91,6 +91,7 @@ func (c *Client) learnParam(model string, sent openai.ChatCompletionRequest, err
 	case sent.MaxTokens > 0 && strings.Contains(msg, paramCompletionTokens):
 		want = paramCompletionTokens // "Use 'max_completion_tokens' instead."
 	case sent.MaxCompletionTokens > 0 && strings.Contains(msg, paramCompletionTokens) &&
+		!strings.Contains(msg, "use '"+paramCompletionTokens) && !strings.Contains(msg, paramCompletionTokens+"' instead") &&
 		(strings.Contains(msg, "unrecognized") || strings.Contains(msg, "unknown") || strings.Contains(msg, "not supported")):
 		want = paramMaxTokens // a server that knows only max_tokens
 	default:

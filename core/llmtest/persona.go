@@ -27,9 +27,12 @@ type Persona struct {
 	// Stream renders a completion as the provider's event stream (the
 	// data of each event, without "data: "; comments start with ":").
 	Stream func(r Rendered) []string
-	// Quirk, when set, answers the first request (stream or not) instead
-	// of the script's first step, which is then kept for the next.
-	Quirk func(stream bool) Step
+	// Quirk, when set, answers the first request it returns true for
+	// instead of the script's step, which is then kept for the next
+	// request.
+	Quirk func(req Request) (Step, bool)
+	// NoStreamUsage: the persona's streams carry no usage.
+	NoStreamUsage bool
 }
 
 // Rendered is one scripted completion as a persona renders it: call ids
@@ -59,16 +62,18 @@ func (s *Server) SetPersona(p *Persona) {
 func (s *Server) personaStep(req Request, step Step) (Step, bool) {
 	s.mu.Lock()
 	p := s.persona
-	quirk := p != nil && p.Quirk != nil && !s.quirked
-	if quirk {
-		s.quirked = true
-	}
+	quirked := s.quirked
 	s.mu.Unlock()
 	if p == nil || step.Status != 0 || step.Raw != "" || step.SSE != "" {
 		return step, false
 	}
-	if quirk {
-		return p.Quirk(req.Stream), true
+	if p.Quirk != nil && !quirked {
+		if q, ok := p.Quirk(req); ok {
+			s.mu.Lock()
+			s.quirked = true
+			s.mu.Unlock()
+			return q, true
+		}
 	}
 	full := s.reply(req, step)
 	r := Rendered{ID: full.ID, Model: req.Model, Text: step.Text, Reasoning: step.Reasoning,

@@ -18,7 +18,7 @@ var PersonaGemini = Persona{
 	Stream: func(r Rendered) []string {
 		return openaiStream(geminiIDs(r), openaiStyle{noIndex: true, wholeCalls: true, usageInLast: true})
 	},
-	Quirk: func(bool) Step {
+	Quirk: func(Request) (Step, bool) {
 		return Status(http.StatusServiceUnavailable).WithBody(`[{
   "error": {
     "code": 503,
@@ -26,7 +26,7 @@ var PersonaGemini = Persona{
     "status": "UNAVAILABLE"
   }
 }
-]`)
+]`), true
 	},
 }
 

@@ -33,7 +33,7 @@ var PersonaGroq = Persona{
 		}
 		return out
 	},
-	Quirk: func(bool) Step {
-		return Status(http.StatusTooManyRequests).WithRetryAfter("2").WithBody(`{"error":{"message":"Rate limit reached for model ` + "`llama-3.3-70b-versatile`" + ` in organization ` + "`org_01hxyz`" + ` service tier ` + "`on_demand`" + ` on tokens per minute (TPM): Limit 6000, Used 5812, Requested 911. Please try again in 7.23s. Need more tokens? Upgrade to Dev Tier today at https://console.groq.com/settings/billing","type":"tokens","code":"rate_limit_exceeded"}}`)
+	Quirk: func(Request) (Step, bool) {
+		return Status(http.StatusTooManyRequests).WithRetryAfter("2").WithBody(`{"error":{"message":"Rate limit reached for model ` + "`llama-3.3-70b-versatile`" + ` in organization ` + "`org_01hxyz`" + ` service tier ` + "`on_demand`" + ` on tokens per minute (TPM): Limit 6000, Used 5812, Requested 911. Please try again in 7.23s. Need more tokens? Upgrade to Dev Tier today at https://console.groq.com/settings/billing","type":"tokens","code":"rate_limit_exceeded"}}`), true
 	},
 }

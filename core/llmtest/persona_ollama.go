@@ -10,8 +10,9 @@ var PersonaOllama = Persona{
 		"https://github.com/ollama/ollama/blob/main/docs/openai.md",
 		"https://docs.ollama.com/api/openai-compatibility",
 	},
-	Model: "qwen3:8b",
-	Body:  func(r Rendered) string { return openaiBody(r, openaiStyle{fingerprint: "fp_ollama"}) },
+	Model:         "qwen3:8b",
+	NoStreamUsage: true,
+	Body:          func(r Rendered) string { return openaiBody(r, openaiStyle{fingerprint: "fp_ollama"}) },
 	Stream: func(r Rendered) []string {
 		return openaiStream(r, openaiStyle{fingerprint: "fp_ollama", wholeCalls: true, noUsage: true})
 	},

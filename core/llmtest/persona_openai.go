@@ -25,9 +25,10 @@ var PersonaOpenAI = Persona{
 	Stream: func(r Rendered) []string { return openaiStream(r, openaiStyle{fingerprint: "fp_b376dfbbd5"}) },
 }
 
-// PersonaOpenAIReasoning is an OpenAI reasoning model: it refuses
-// max_tokens with the documented 400 (naming max_completion_tokens), and
-// counts reasoning tokens in completion_tokens_details.
+// PersonaOpenAIReasoning is an OpenAI reasoning model whose name says
+// nothing of it (a fine-tuned o4-mini): it refuses max_tokens with the
+// documented 400 naming max_completion_tokens, and counts reasoning
+// tokens in completion_tokens_details.
 var PersonaOpenAIReasoning = Persona{
 	Name:  "openai",
 	Title: "OpenAI reasoning model: max_tokens refused, reasoning tokens counted",
@@ -35,10 +36,13 @@ var PersonaOpenAIReasoning = Persona{
 		"https://platform.openai.com/docs/guides/reasoning",
 		"https://platform.openai.com/docs/api-reference/chat/create#chat-create-max_completion_tokens",
 	},
-	Model:  "o4-mini",
+	Model:  "ft:o4-mini-2025-04-16:acme::b4t0n",
 	Body:   func(r Rendered) string { return openaiBody(r, openaiStyle{reasoning: true}) },
 	Stream: func(r Rendered) []string { return openaiStream(r, openaiStyle{reasoning: true}) },
-	Quirk: func(bool) Step {
+	Quirk: func(req Request) (Step, bool) {
+		if req.MaxTokensParam != "max_tokens" {
+			return Step{}, false // asked right: answered
+		}
 		return Status(http.StatusBadRequest).WithBody(`{
   "error": {
     "message": "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.",
@@ -46,7 +50,7 @@ var PersonaOpenAIReasoning = Persona{
     "param": "max_tokens",
     "code": "unsupported_parameter"
   }
-}`)
+}`), true
 	},
 }
 

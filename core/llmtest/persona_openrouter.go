@@ -19,12 +19,12 @@ var PersonaOpenRouter = Persona{
 	Stream: func(r Rendered) []string {
 		return append([]string{": OPENROUTER PROCESSING", ": OPENROUTER PROCESSING"}, openaiStream(r, openaiStyle{extra: `,"provider":"OpenAI"`, usageExtra: `,"cost":0.000142`})...)
 	},
-	Quirk: func(stream bool) Step {
-		if stream {
+	Quirk: func(req Request) (Step, bool) {
+		if req.Stream {
 			return SSEBody(": OPENROUTER PROCESSING\n\n" +
 				`data: {"id":"gen-1741570283-abc123","object":"chat.completion.chunk","created":1741570283,"model":"openai/gpt-4o-mini","provider":"OpenAI","choices":[{"index":0,"delta":{"role":"assistant","content":"Let me"},"finish_reason":null}]}` + "\n\n" +
-				`data: {"id":"gen-1741570283-abc123","object":"chat.completion.chunk","created":1741570283,"model":"openai/gpt-4o-mini","provider":"OpenAI","error":{"code":"server_error","message":"Provider disconnected unexpectedly"},"choices":[{"index":0,"delta":{"content":""},"finish_reason":"error"}]}` + "\n\n")
+				`data: {"id":"gen-1741570283-abc123","object":"chat.completion.chunk","created":1741570283,"model":"openai/gpt-4o-mini","provider":"OpenAI","error":{"code":"server_error","message":"Provider disconnected unexpectedly"},"choices":[{"index":0,"delta":{"content":""},"finish_reason":"error"}]}` + "\n\n"), true
 		}
-		return Raw(`{"error":{"code":502,"message":"Provider returned error","metadata":{"provider_name":"Fireworks","raw":"{\"error\":\"upstream connect error or disconnect/reset before headers\"}"}}}`)
+		return Raw(`{"error":{"code":502,"message":"Provider returned error","metadata":{"provider_name":"Fireworks","raw":"{\"error\":\"upstream connect error or disconnect/reset before headers\"}"}}}`), true
 	},
 }
