@@ -4,8 +4,10 @@
 // It is the only package in Baton that imports
 // github.com/sashabaranov/go-openai; everything above it speaks in the types
 // declared here (Message, ToolDef, Request, Response). A Client sends one
-// non-streaming completion per Complete call and takes care of what every
-// caller would otherwise repeat: retries with backoff on 429, 5xx, timeouts
+// completion per Complete call — streamed when Config.Stream is set
+// (stream.go: Baton's own server-sent event decoder), else as one JSON
+// reply — shaped by the provider's Profile (providers.go), and takes care
+// of what every caller would otherwise repeat: retries with backoff on 429, 5xx, timeouts
 // and broken connections (honouring Retry-After), provider rate-limit
 // messages returned as text, tool calls written into the text instead of
 // tool_calls, and token usage.

@@ -3,9 +3,12 @@ package llm_test
 import (
 	"context"
 	"flag"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/baton-bot/baton/core/llm"
 	"github.com/baton-bot/baton/core/llmtest"
@@ -272,5 +275,42 @@ func TestToolChoiceRequiredWhereUnsupported(t *testing.T) {
 	}
 	if got := h.srv.Requests()[0].ToolChoice; got != "auto" {
 		t.Errorf("tool_choice sent to ollama %q, want auto", got)
+	}
+}
+
+func TestRateLimitResetHeaders(t *testing.T) {
+	t.Parallel()
+	calls := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls++
+		if calls == 1 {
+			w.Header().Set("x-ratelimit-remaining-requests", "12")
+			w.Header().Set("x-ratelimit-reset-requests", "1s")
+			w.Header().Set("x-ratelimit-remaining-tokens", "0")
+			w.Header().Set("x-ratelimit-reset-tokens", "6m0s")
+			w.WriteHeader(http.StatusTooManyRequests)
+			_, _ = w.Write([]byte(`{"error":{"message":"Rate limit reached for gpt-4.1-mini on tokens per min (TPM)","type":"tokens","code":"rate_limit_exceeded"}}`))
+			return
+		}
+		_, _ = w.Write([]byte(`{"choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}]}`))
+	}))
+	defer srv.Close()
+	var waits []time.Duration
+	for _, provider := range []string{"groq", "anthropic"} {
+		calls, waits = 0, nil
+		c, err := llm.New(llm.Config{BaseURL: srv.URL + "/v1", Model: "m", MaxRetries: 1, Provider: provider,
+			Sleep: func(ctx context.Context, d time.Duration) error { waits = append(waits, d); return nil }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Complete(context.Background(), userRequest("hi")); err != nil {
+			t.Fatal(err)
+		}
+		if provider == "groq" && (len(waits) != 1 || waits[0] != 5*time.Minute) {
+			t.Errorf("groq: waits %v, want the tokens' reset, capped at 5m", waits)
+		}
+		if provider == "anthropic" && (len(waits) != 1 || waits[0] > 2*time.Second) {
+			t.Errorf("anthropic (reads no x-ratelimit-reset-*): waits %v, want the backoff's", waits)
+		}
 	}
 }

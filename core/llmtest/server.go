@@ -12,7 +12,8 @@
 // /v1/models too when started WithModels), and fails the test with a clear message when a request arrives
 // after the script is used up and no Handler is set. A request with
 // stream: true is answered as a server-sent event stream, cut into deltas
-// as the Step says (stream.go).
+// as the Step says (stream.go). SetPersona makes it answer as a given
+// provider does (persona.go, persona_*.go).
 package llmtest
 
 import (

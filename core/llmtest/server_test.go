@@ -325,3 +325,38 @@ func TestModels(t *testing.T) {
 		t.Errorf("without WithModels: %d, want 404", code)
 	}
 }
+
+// TestPersonasNameSources: every persona names the published pages its
+// shapes follow, and renders a reply its client can read as JSON.
+func TestPersonasNameSources(t *testing.T) {
+	t.Parallel()
+	seen := map[string]bool{}
+	for _, p := range Personas() {
+		if seen[p.Title] {
+			t.Errorf("two personas titled %q", p.Title)
+		}
+		seen[p.Title] = true
+		if len(p.Sources) == 0 || p.Model == "" || p.Body == nil || p.Stream == nil {
+			t.Errorf("persona %q lacks sources, a model or a renderer", p.Title)
+		}
+		for _, src := range p.Sources {
+			if !strings.HasPrefix(src, "https://") {
+				t.Errorf("persona %q: source %q is not a URL", p.Title, src)
+			}
+		}
+		r := Rendered{ID: "chatcmpl-1", Model: p.Model, Text: "hi", Calls: []ToolCall{{ID: "call_1", Name: "Read", Arguments: `{"path":"a"}`}},
+			Finish: "tool_calls", Usage: &Usage{PromptTokens: 10, CompletionTokens: 2}, IncludeUsage: true, Piece: 4}
+		if !json.Valid([]byte(p.Body(r))) {
+			t.Errorf("persona %q: the body is not JSON:\n%s", p.Title, p.Body(r))
+		}
+		events := p.Stream(r)
+		if events[len(events)-1] != "[DONE]" {
+			t.Errorf("persona %q: the stream does not end with [DONE]", p.Title)
+		}
+		for _, e := range events[:len(events)-1] {
+			if !strings.HasPrefix(e, ":") && !json.Valid([]byte(e)) {
+				t.Errorf("persona %q: an event is not JSON: %s", p.Title, e)
+			}
+		}
+	}
+}
