@@ -165,3 +165,43 @@ func TestStreamedCallOfToolNotOffered(t *testing.T) {
 		t.Errorf("the call of a tool not offered got %+v", res)
 	}
 }
+
+func TestStreamedHugeArgumentsAndRepeatedIDs(t *testing.T) {
+	f := newFixtureLLM(t, map[string]string{"two-step": twoStep}, streamingLLM)
+	big := strings.Repeat("0123456789abcdef", 5<<20/16) // 5 MiB
+	call := func(path, content string) llmtest.Step {
+		// Every turn's call has the id call_0, as servers counting from
+		// call_0 each turn send.
+		return llmtest.Step{ToolCalls: []llmtest.ToolCall{{ID: "call_0", Name: "Write", Arguments: `{"path":"` + path + `","content":"` + content + `"}`}}}
+	}
+	f.srv.Script(
+		call("output/one.txt", "one"),
+		call("output/two.txt", "two"),
+		// 5 MiB of arguments in pieces of 64 KiB; in the conversation they
+		// fill the window, and the movement is moved on.
+		call("output/big.txt", big).Streamed(64<<10),
+		llmtest.Transition("COMPLETE", "all done"),
+	)
+	if fin := f.run(f.start("two-step", "write")); fin.To != core.JobSucceeded {
+		t.Fatalf("finish = %+v", fin)
+	}
+	if got, err := os.ReadFile(filepath.Join(f.ws, "output", "big.txt")); err != nil || len(got) != len(big) {
+		t.Errorf("output/big.txt has %d bytes (%v), want %d", len(got), err, len(big))
+	}
+	for _, name := range []string{"one", "two"} {
+		if got, _ := os.ReadFile(filepath.Join(f.ws, "output", name+".txt")); string(got) != name {
+			t.Errorf("output/%s.txt = %q", name, got)
+		}
+	}
+	reqs := f.srv.Requests()
+	checkPairs(t, "the third request", reqs[2])
+	ids := map[string]int{}
+	for _, m := range reqs[2].Messages {
+		if m.Role == "tool" {
+			ids[m.ToolCallID]++
+		}
+	}
+	if len(ids) != 2 {
+		t.Errorf("tool results by id %v: want two distinct ids", ids)
+	}
+}
