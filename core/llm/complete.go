@@ -220,14 +220,19 @@ func (c *Client) settle(resp *Response, known func(string) bool, history []Messa
 		return &failure{retry: true, reason: "a rate-limit message instead of an answer",
 			err: fmt.Errorf("the model answered %q", clip(c.redact(msg.Content), 200))}
 	}
-	freshIDs(msg.ToolCalls, history)
+	if c.profile.ShortCallIDs {
+		for i := range msg.ToolCalls {
+			msg.ToolCalls[i].ID = shortID(msg.ToolCalls[i].ID)
+		}
+	}
+	freshIDs(msg.ToolCalls, history, c.profile.ShortCallIDs)
 	return nil
 }
 
 // freshIDs replaces the ids of calls that repeat an id of an earlier
 // message (some servers count from call_0 every turn) or of another call
 // of the same reply: each tool result must answer one call only.
-func freshIDs(calls []ToolCall, history []Message) {
+func freshIDs(calls []ToolCall, history []Message, short bool) {
 	if len(calls) == 0 {
 		return
 	}
@@ -244,6 +249,9 @@ func freshIDs(calls []ToolCall, history []Message) {
 		id := calls[i].ID
 		for n := 0; seen[id]; n++ {
 			id = callID(fmt.Sprintf("%s|%d|%s|%s", calls[i].ID, n, calls[i].Name, calls[i].Arguments), i)
+			if short {
+				id = shortID(id)
+			}
 		}
 		calls[i].ID = id
 		seen[id] = true

@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"crypto/sha256"
 	"net"
 	"net/http"
 	"net/url"
@@ -68,6 +69,10 @@ type Profile struct {
 	// (tool_choice "required": sent as "auto"), NoImages (image parts),
 	// NoStreamUsage (no usage in streams: counts are estimated).
 	NoParallel, NoRequired, NoImages, NoStreamUsage bool
+	// ShortCallIDs: tool call ids must be nine letters and digits
+	// (Mistral refuses others when they come back); ids Baton makes, or
+	// that a server sent otherwise, are rewritten so.
+	ShortCallIDs bool
 	// Note is the quirk worth knowing, for the README.
 	Note string
 }
@@ -119,7 +124,8 @@ var Profiles = []Profile{
 	{Name: ProviderMistral, Title: "Mistral", Hosts: []string{"api.mistral.ai"},
 		RateLimitHeaders: []string{"retry-after"},
 		ContextErrors:    []string{"too large for model with", "maximum context length"},
-		Note:             "tool_choice any is its required"},
+		ShortCallIDs:     true,
+		Note:             "tool call ids are nine letters and digits; tool_choice any is its required"},
 	{Name: ProviderGemini, Title: "Gemini (OpenAI compatibility)", Hosts: []string{"generativelanguage.googleapis.com"},
 		RateLimitHeaders: []string{"retry-after"},
 		ContextErrors:    []string{"exceeds the maximum number of tokens allowed", "input token count"}, NoParallel: true,
@@ -245,3 +251,17 @@ var contextPhrases = func() []string {
 	}
 	return out
 }()
+
+// shortID is a tool call id of nine letters and digits derived from id.
+func shortID(id string) string {
+	const alnum = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+	if len(id) == 9 && strings.Trim(id, alnum) == "" {
+		return id
+	}
+	sum := sha256.Sum256([]byte(id))
+	b := make([]byte, 9)
+	for i := range b {
+		b[i] = alnum[int(sum[i])%len(alnum)]
+	}
+	return string(b)
+}

@@ -314,3 +314,25 @@ func TestRateLimitResetHeaders(t *testing.T) {
 		}
 	}
 }
+
+func TestMistralCallIDs(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(c *llm.Config) { c.Provider = "mistral" })
+	// A call written as text gets an id Baton makes; a server's own id of
+	// another form is rewritten too.
+	h.srv.Script(llmtest.Text(`{"name": "Read", "arguments": {"path": "a"}}`), llmtest.Step{ToolCalls: []llmtest.ToolCall{{ID: "call_0", Name: "Read", Arguments: `{}`}, {ID: "D681PevKs", Name: "Read", Arguments: `{}`}}})
+	for range 2 {
+		resp, err := h.client.Complete(context.Background(), toolsReq("x", "Read"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range resp.Message.ToolCalls {
+			if len(c.ID) != 9 || strings.Trim(c.ID, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789") != "" {
+				t.Errorf("call id %q is not nine letters and digits", c.ID)
+			}
+		}
+		if n := len(resp.Message.ToolCalls); n == 2 && resp.Message.ToolCalls[1].ID != "D681PevKs" {
+			t.Errorf("the server's own nine-character id was changed to %q", resp.Message.ToolCalls[1].ID)
+		}
+	}
+}
