@@ -288,6 +288,10 @@ func New(cfg Config) (*Client, error) {
 	return c, nil
 }
 
+// Profile returns the provider profile the client speaks by (llm.provider,
+// or the one auto found from the base URL).
+func (c *Client) Profile() Profile { return c.profile }
+
 // ErrUnavailable is wrapped by the error Complete returns when the model kept
 // failing with retryable errors until the retry limit (an *Error of
 // KindUnavailable). Its message is a plain sentence fit to show a person,
