@@ -66,8 +66,10 @@ func (c *Client) streamAttempt(ctx context.Context, body []byte, onText func(str
 	for {
 		data, err := r.next()
 		if err != nil {
-			if errors.Is(err, io.EOF) && a.finished() {
-				break // ended without [DONE], but whole: Ollama of old, some proxies
+			if a.finished() && actx.Err() == nil {
+				// Ended (or broke) after the finish reason, without [DONE]
+				// or usage: the answer is whole; usage is then estimated.
+				break
 			}
 			if errors.Is(err, io.EOF) {
 				err = io.ErrUnexpectedEOF
@@ -93,6 +95,11 @@ func (c *Client) streamAttempt(ctx context.Context, body []byte, onText func(str
 	}
 	if !a.started {
 		return Response{}, &failure{retry: true, reason: "an empty reply", err: errors.New("the stream has no choices")}
+	}
+	if a.finish == "error" {
+		// OpenRouter's provider failed mid-answer (without an error object).
+		return Response{}, &failure{retry: true, reason: "the provider failed mid-answer",
+			err: errors.New("the stream ended with finish_reason error")}
 	}
 	return a.response(), nil
 }

@@ -170,3 +170,29 @@ func TestStreamToolCallIDsOfEarlierTurnAreReplaced(t *testing.T) {
 		ids[c.ID] = true
 	}
 }
+
+func TestStreamEndings(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, streaming)
+	finishThenBreak := llmtest.Text("whole").Streamed(2)
+	h.srv.Script(
+		// finish_reason error: the provider failed; sent again.
+		llmtest.SSEBody(`data: {"choices":[{"index":0,"delta":{"content":"par"},"finish_reason":null}]}`+"\n\n"+
+			`data: {"choices":[{"index":0,"delta":{"content":""},"finish_reason":"error"}]}`+"\n\n"),
+		llmtest.Text("after the error"),
+		// The connection breaks after the finish chunk, before usage and
+		// [DONE]: the answer is whole and taken.
+		finishThenBreak.WithUsage(5, 5).CutAfterEvents(len(h.srv.Events(llmtest.Request{Model: "m"}, finishThenBreak))-1),
+	)
+	resp, err := h.client.Complete(context.Background(), userRequest("go"))
+	if err != nil || resp.Message.Content != "after the error" {
+		t.Errorf("after finish_reason error: %q, %v", resp.Message.Content, err)
+	}
+	resp, err = h.client.Complete(context.Background(), userRequest("go"))
+	if err != nil || resp.Message.Content != "whole" || resp.Usage.Reported {
+		t.Errorf("broken after the finish: %q %+v, %v", resp.Message.Content, resp.Usage, err)
+	}
+	if n := len(h.srv.Requests()); n != 3 {
+		t.Errorf("%d requests, want 3", n)
+	}
+}
