@@ -3,9 +3,11 @@ package llmtest
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -358,5 +360,30 @@ func TestPersonasNameSources(t *testing.T) {
 				t.Errorf("persona %q: an event is not JSON: %s", p.Title, e)
 			}
 		}
+	}
+}
+
+var updateSources = flag.Bool("update", false, "rewrite testdata/personas.md")
+
+// TestPersonaSourcesListed: testdata/personas.md lists every persona with
+// the pages its replies follow (regenerate with -update).
+func TestPersonaSourcesListed(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("# Provider personas and their sources\n\nGenerated from core/llmtest/persona_*.go by `go test ./core/llmtest -run TestPersonaSourcesListed -update`.\n")
+	for _, p := range Personas() {
+		fmt.Fprintf(&b, "\n## %s (llm.provider %s, model %s)\n\n", p.Title, p.Name, p.Model)
+		for _, src := range p.Sources {
+			b.WriteString("- " + src + "\n")
+		}
+	}
+	const path = "testdata/personas.md"
+	if *updateSources {
+		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := os.ReadFile(path)
+	if err != nil || string(got) != b.String() {
+		t.Errorf("%s is out of date (%v); run go test ./core/llmtest -run TestPersonaSourcesListed -update", path, err)
 	}
 }
