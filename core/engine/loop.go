@@ -247,7 +247,9 @@ func (m *movement) loop(ctx context.Context) (outcome, error) {
 			cutNote = e.text.fill("tool_call_cut", map[string]string{"name": cut.Name})
 			_ = pr.event(ctx, "tool_call_cut", m.mv.Name, cut.Name+" "+clipRunes(cut.Arguments, 200))
 		}
-		m.add(resp.Message)
+		if cutNote == "" || resp.Message.Content != "" || len(resp.Message.ToolCalls) > 0 {
+			m.add(resp.Message) // (an answer that was only the cut call leaves nothing to keep)
+		}
 		m.meter.responded(resp.Usage)
 		if e.cfg.Meter != nil && resp.Usage.Reported {
 			e.cfg.Meter.TokenEstimate(model, m.meter.sent, resp.Usage.PromptTokens, m.meter.factor)

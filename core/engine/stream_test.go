@@ -205,3 +205,24 @@ func TestStreamedHugeArgumentsAndRepeatedIDs(t *testing.T) {
 		t.Errorf("tool results by id %v: want two distinct ids", ids)
 	}
 }
+
+func TestOnlyCallCutLeavesNoEmptyAnswer(t *testing.T) {
+	f := newFixtureLLM(t, map[string]string{"two-step": twoStep}, streamingLLM)
+	f.srv.Script(
+		llmtest.Call("Write", `{"path":"output/cut.txt","content":"this is cu`).WithFinish("length"),
+		llmtest.Call("Write", `{"path":"output/cut.txt","content":"whole"}`),
+		llmtest.Transition("second", "written"),
+		llmtest.Transition("COMPLETE", "all done"),
+	)
+	if fin := f.run(f.start("two-step", "write")); fin.To != core.JobSucceeded {
+		t.Fatalf("finish = %+v", fin)
+	}
+	msgs := f.srv.Requests()[1].Messages
+	last, before := msgs[len(msgs)-1], msgs[len(msgs)-2]
+	if last.Role != "user" || !strings.Contains(last.Text(), "output token limit") || before.Role == "assistant" {
+		t.Errorf("after a reply that was only the cut call: %+v then %+v", before, last)
+	}
+	if got, _ := os.ReadFile(filepath.Join(f.ws, "output", "cut.txt")); string(got) != "whole" {
+		t.Errorf("output/cut.txt = %q", got)
+	}
+}
