@@ -22,6 +22,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/baton-bot/baton/core/llm"
 	"github.com/baton-bot/baton/core/policy"
 )
 
@@ -69,10 +70,10 @@ type LLMConfig struct {
 	MaxRetries      int           `yaml:"max_retries"`
 	MaxTokensPerJob int64         `yaml:"max_tokens_per_job"` // 0: unlimited
 
-	// Provider names the server behind base_url where Baton must speak
-	// its dialect: "" (any OpenAI-compatible endpoint) or "ollama" (its
-	// options.num_ctx is sent as context_window).
-	Provider string `yaml:"provider"`
+	// Streaming, provider profiles and reasoning models (core/llm).
+	Stream          bool   `yaml:"stream"`           // stream answers (server-sent events)
+	Provider        string `yaml:"provider"`         // auto | a name of llm.ProviderNames
+	ReasoningEffort string `yaml:"reasoning_effort"` // "" | minimal | low | medium | high
 }
 
 // ContextConfig holds the context manager's thresholds, as fractions of the
@@ -343,6 +344,8 @@ func DefaultConfig() Config {
 			MaxOutputTokens: 4096,
 			RequestTimeout:  120 * time.Second,
 			MaxRetries:      5,
+			Stream:          true,
+			Provider:        "auto",
 		},
 		Context: ContextConfig{
 			Warn:                0.70,
@@ -985,12 +988,13 @@ func (c Config) Validate() error {
 	if c.LLM.ContextWindow > 0 && c.LLM.MaxOutputTokens >= c.LLM.ContextWindow {
 		v.fail("llm.max_output_tokens", "must be smaller than llm.context_window")
 	}
-	if p := c.LLM.Provider; p != "" && p != "ollama" {
-		v.fail("llm.provider", fmt.Sprintf("%q is not \"\" or ollama", p))
-	}
 	v.duration("llm.request_timeout", c.LLM.RequestTimeout)
 	v.notNegative("llm.max_retries", int64(c.LLM.MaxRetries))
 	v.notNegative("llm.max_tokens_per_job", c.LLM.MaxTokensPerJob)
+	v.oneOf("llm.provider", c.LLM.Provider, llm.ProviderNames()...)
+	if c.LLM.ReasoningEffort != "" {
+		v.oneOf("llm.reasoning_effort", c.LLM.ReasoningEffort, "minimal", "low", "medium", "high")
+	}
 
 	thresholds := []struct {
 		key string
@@ -1237,13 +1241,4 @@ func idProblem(id string, kinds []string) string {
 		return ""
 	}
 	return fmt.Sprintf("%q must be written as <platform>:<id> with platform one of %s", id, strings.Join(kinds, ", "))
-}
-
-// numCtx is the options.num_ctx Baton sends: the context window, to
-// Ollama only (llm.provider: ollama); 0 sends none.
-func (c LLMConfig) numCtx() int {
-	if c.Provider == "ollama" {
-		return c.ContextWindow
-	}
-	return 0
 }

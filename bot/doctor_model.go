@@ -167,7 +167,8 @@ func (d *doctor) model(ctx context.Context) []check {
 	if c.APIKey == "" && strings.EqualFold(hostOf(c.BaseURL), "api.openai.com") {
 		return []check{failure("llm.endpoint", "llm.api_key is empty, and OpenAI's API needs a key", "set OPENAI_API_KEY (or llm.api_key); for a local model set OPENAI_BASE_URL")}
 	}
-	client, err := llm.New(llm.Config{BaseURL: c.BaseURL, APIKey: c.APIKey.Reveal(), Model: model, Timeout: doctorTimeout, HTTPClient: d.hc, Logger: d.log, NumCtx: c.numCtx()})
+	client, err := llm.New(llm.Config{BaseURL: c.BaseURL, APIKey: c.APIKey.Reveal(), Model: model, Timeout: doctorTimeout, HTTPClient: d.hc, Logger: d.log,
+		Stream: c.Stream, Provider: c.Provider, ReasoningEffort: c.ReasoningEffort, NumCtx: c.ContextWindow})
 	if err != nil {
 		return []check{failure("llm.endpoint", fmt.Sprintf("llm.base_url %s is not an http(s) URL", at), "set llm.base_url (OPENAI_BASE_URL) to the API's root, such as http://localhost:11434/v1")}
 	}
@@ -320,14 +321,16 @@ func serverToolProblem(err error, at string) (detail, fix string, ok bool) {
 const truncationProbe = 8000
 
 // truncation sends one long prompt (a 1-token completion) to a local
-// Ollama — llm.provider ollama, or a base URL on Ollama's port 11434 —
+// Ollama — its profile (llm.provider ollama, or auto), or a base URL on
+// Ollama's port 11434 —
 // and compares the prompt tokens it reports with Baton's count: far
 // fewer means the server cuts Baton's prompts to its num_ctx. ok is false
 // when the check does not apply.
 func (d *doctor) truncation(ctx context.Context, client *llm.Client, at string) (check, bool) {
 	const name = "llm.num_ctx"
 	c := d.cfg.LLM
-	if u, err := url.Parse(c.BaseURL); c.Provider != "ollama" && (err != nil || u.Port() != "11434") {
+	ollama := client.Profile().Name == "ollama" // llm.provider ollama, or auto on Ollama's port
+	if u, err := url.Parse(c.BaseURL); !ollama && (err != nil || u.Port() != "11434") {
 		return check{}, false
 	}
 	want := min(truncationProbe, (c.ContextWindow-c.MaxOutputTokens)*3/4)
@@ -348,8 +351,8 @@ func (d *doctor) truncation(ctx context.Context, client *llm.Client, at string) 
 	case !resp.Usage.Reported:
 		return skipped(name, "the endpoint reports no usage, so truncation is not checked"), true
 	case resp.Usage.PromptTokens*2 < sent:
-		fix := fmt.Sprintf("raise Ollama's context to llm.context_window: OLLAMA_CONTEXT_LENGTH=%d in the server's environment, or PARAMETER num_ctx %d in the model's Modelfile; or set llm.provider: ollama, so that Baton sends options.num_ctx; or lower llm.context_window to what the server holds", c.ContextWindow, c.ContextWindow)
-		if c.Provider == "ollama" {
+		fix := fmt.Sprintf("raise Ollama's context to llm.context_window: OLLAMA_CONTEXT_LENGTH=%d in the server's environment, or PARAMETER num_ctx %d in the model's Modelfile; or set llm.provider: ollama (or auto), so that Baton sends options.num_ctx; or lower llm.context_window to what the server holds", c.ContextWindow, c.ContextWindow)
+		if ollama {
 			fix = fmt.Sprintf("Baton sent options.num_ctx %d, which this endpoint ignored: set OLLAMA_CONTEXT_LENGTH=%d in the server's environment, or PARAMETER num_ctx %d in the model's Modelfile; or lower llm.context_window to what the server holds", c.ContextWindow, c.ContextWindow, c.ContextWindow)
 		}
 		return failure(name, fmt.Sprintf("%s counted %d prompt tokens for a prompt of about %d: it cuts longer prompts to its num_ctx, and the model would not see the start of a job's conversation", at, resp.Usage.PromptTokens, sent), fix), true

@@ -65,7 +65,7 @@ type gauges struct {
 func newMetrics() *metrics {
 	m := &metrics{reg: prometheus.NewRegistry()}
 	m.llmLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "baton_llm_request_seconds", Help: "Latency of LLM completions, retries included.", Buckets: prometheus.ExponentialBuckets(0.25, 2, 10)}, []string{"model"})
-	m.llmTokens = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_llm_tokens_total", Help: "Tokens the LLM reported, by kind (prompt, completion, cached)."}, []string{"model", "kind"})
+	m.llmTokens = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_llm_tokens_total", Help: "Tokens the LLM reported, by kind (prompt, completion, cached, reasoning: the part of completion a reasoning model spent thinking)."}, []string{"model", "kind"})
 	m.llmErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_llm_errors_total", Help: "LLM completions that failed after their retries."}, []string{"model"})
 	m.toolCalls = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_tool_calls_total", Help: "Tool calls by tool."}, []string{"tool"})
 	m.toolErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_tool_errors_total", Help: "Tool calls that returned an error, by tool."}, []string{"tool"})
@@ -123,6 +123,8 @@ func (m *metrics) LLMCall(model string, took time.Duration, u llm.Usage, err err
 	m.llmTokens.WithLabelValues(model, "prompt").Add(float64(u.PromptTokens))
 	m.llmTokens.WithLabelValues(model, "completion").Add(float64(u.CompletionTokens))
 	m.llmTokens.WithLabelValues(model, "cached").Add(float64(u.CachedTokens))
+	// Reasoning models: completion_tokens_details.reasoning_tokens.
+	m.llmTokens.WithLabelValues(model, "reasoning").Add(float64(u.ReasoningTokens))
 }
 
 // TextCalls implements engine.TextCallMeter.

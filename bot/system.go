@@ -441,7 +441,8 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger, opts systemOpt
 	model, err := llm.New(llm.Config{
 		BaseURL: cfg.LLM.BaseURL, APIKey: cfg.LLM.APIKey.Reveal(), Model: cfg.LLM.Model,
 		Timeout: cfg.LLM.RequestTimeout, MaxRetries: cfg.LLM.MaxRetries, Logger: log,
-		NumCtx: cfg.LLM.numCtx(),
+		Stream: cfg.LLM.Stream, Provider: cfg.LLM.Provider, ReasoningEffort: cfg.LLM.ReasoningEffort,
+		NumCtx: cfg.LLM.ContextWindow,
 	})
 	if err != nil {
 		return nil, &ConfigError{Key: "llm.base_url", Msg: err.Error()}

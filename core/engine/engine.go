@@ -306,6 +306,14 @@ type Config struct {
 	// of the attempt's span (see core.Tracer); nil: no tracing.
 	Tracer core.Tracer
 
+	// OnText, when set, receives the text of the model's answers as it
+	// streams in (with a streaming model, see llm.Config.Stream), with the
+	// job's id; OnTextRestart tells that the answer's text so far is void
+	// (its request was retried) and starts again. Both are called on the
+	// job's goroutine and must not block long. nil: nothing is published.
+	OnText        func(jobID int64, delta string)
+	OnTextRestart func(jobID int64)
+
 	// Egress is the egress proxy: each job run gets a session of it, and
 	// its Bash commands their way out through it (see egress.go); nil:
 	// commands have no network unless a movement grants it.

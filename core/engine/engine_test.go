@@ -52,6 +52,13 @@ type option func(*engine.Config)
 
 func newFixture(t testing.TB, pieces map[string]string, opts ...option) *fixture {
 	t.Helper()
+	return newFixtureLLM(t, pieces, nil, opts...)
+}
+
+// newFixtureLLM is newFixture with the model client's configuration
+// changed by llmCfg (when not nil).
+func newFixtureLLM(t testing.TB, pieces map[string]string, llmCfg func(*llm.Config), opts ...option) *fixture {
+	t.Helper()
 	ctx := context.Background()
 	// Workspaces where the sandbox's user can reach them (t.TempDir's
 	// parent is private to its owner, root in CI).
@@ -95,7 +102,11 @@ func newFixture(t testing.TB, pieces map[string]string, opts ...option) *fixture
 		t.Fatal(err)
 	}
 	srv := llmtest.NewServer(t)
-	client, err := llm.New(llm.Config{BaseURL: srv.URL(), APIKey: "test-key", Model: "test-model", MaxRetries: 0})
+	lc := llm.Config{BaseURL: srv.URL(), APIKey: "test-key", Model: "test-model", MaxRetries: 0}
+	if llmCfg != nil {
+		llmCfg(&lc)
+	}
+	client, err := llm.New(lc)
 	if err != nil {
 		t.Fatal(err)
 	}

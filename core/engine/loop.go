@@ -216,7 +216,16 @@ func (m *movement) loop(ctx context.Context) (outcome, error) {
 		m.meter.sending()
 		pr.step(ctx, Step{Kind: StepThinking})
 		start := time.Now()
-		resp, err := m.complete(ctx, llm.Request{Model: model, Messages: m.msgs, Tools: m.defs, MaxTokens: e.cfg.MaxOutputTokens, ToolChoice: llm.ToolChoiceAuto})
+		req := llm.Request{Model: model, Messages: m.msgs, Tools: m.defs, MaxTokens: e.cfg.MaxOutputTokens, ToolChoice: llm.ToolChoiceAuto}
+		if f := e.cfg.OnText; f != nil {
+			id := pr.job.ID
+			req.OnText = func(delta string) { f(id, delta) }
+		}
+		if f := e.cfg.OnTextRestart; f != nil {
+			id := pr.job.ID
+			req.OnRestart = func() { f(id) }
+		}
+		resp, err := m.complete(ctx, req)
 		if e.cfg.Meter != nil {
 			e.cfg.Meter.LLMCall(model, time.Since(start), resp.Usage, err)
 		}
@@ -230,7 +239,20 @@ func (m *movement) loop(ctx context.Context) (outcome, error) {
 		if err := pr.addUsage(ctx, m.mv.Name, resp.Usage, m.meter.used()); err != nil {
 			return outcome{}, err
 		}
-		m.add(resp.Message)
+		// cutNote, when not empty, tells the model that the answer hit the
+		// token limit while writing its last call: that call is neither run
+		// (its arguments are cut short) nor kept in the conversation, and
+		// the note asks the model to go on; it follows the other calls'
+		// results.
+		cutNote := ""
+		if cut, ok := cutCall(resp); ok {
+			resp.Message.ToolCalls = resp.Message.ToolCalls[:len(resp.Message.ToolCalls)-1]
+			cutNote = e.text.fill("tool_call_cut", map[string]string{"name": cut.Name})
+			_ = pr.event(ctx, "tool_call_cut", m.mv.Name, cut.Name+" "+clipRunes(cut.Arguments, 200))
+		}
+		if cutNote == "" || resp.Message.Content != "" || len(resp.Message.ToolCalls) > 0 {
+			m.add(resp.Message) // (an answer that was only the cut call leaves nothing to keep)
+		}
 		if m.meter.responded(resp.Usage) {
 			m.truncated(ctx, resp.Usage.PromptTokens)
 		}
@@ -242,6 +264,10 @@ func (m *movement) loop(ctx context.Context) (outcome, error) {
 		calls := resp.Message.ToolCalls
 		if text := strings.TrimSpace(resp.Message.Content); text != "" {
 			m.lastText = text
+		}
+		if len(calls) == 0 && cutNote != "" {
+			m.add(llm.Message{Role: llm.RoleUser, Content: cutNote})
+			continue
 		}
 		if len(calls) == 0 {
 			m.textOnly++
@@ -260,7 +286,25 @@ func (m *movement) loop(ctx context.Context) (outcome, error) {
 		if out, done, err := m.runCalls(ctx, calls); err != nil || done {
 			return out, err
 		}
+		if cutNote != "" {
+			m.add(llm.Message{Role: llm.RoleUser, Content: cutNote})
+		}
 	}
+}
+
+// cutCall returns the last tool call of an answer that stopped at the
+// token limit (finish_reason "length") while writing it: its arguments
+// are not a whole JSON value.
+func cutCall(resp llm.Response) (llm.ToolCall, bool) {
+	calls := resp.Message.ToolCalls
+	if resp.FinishReason != "length" || len(calls) == 0 {
+		return llm.ToolCall{}, false
+	}
+	last := calls[len(calls)-1]
+	if args := strings.TrimSpace(last.Arguments); args != "" && json.Valid([]byte(args)) {
+		return llm.ToolCall{}, false
+	}
+	return last, true
 }
 
 // runCalls runs the tool calls of one assistant turn in order (or what is

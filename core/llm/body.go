@@ -20,19 +20,27 @@ import (
 
 // bodyRequest is the JSON of a chat completion request.
 type bodyRequest struct {
-	Model               string        `json:"model"`
-	Messages            []bodyMessage `json:"messages"`
-	MaxTokens           int           `json:"max_tokens,omitempty"`
-	MaxCompletionTokens int           `json:"max_completion_tokens,omitempty"`
-	Tools               []bodyTool    `json:"tools,omitempty"`
-	ToolChoice          string        `json:"tool_choice,omitempty"`
-	// Options are Ollama's model options; other servers ignore the key.
-	Options *bodyOptions `json:"options,omitempty"`
+	Model               string             `json:"model"`
+	Messages            []bodyMessage      `json:"messages"`
+	MaxTokens           int                `json:"max_tokens,omitempty"`
+	MaxCompletionTokens int                `json:"max_completion_tokens,omitempty"`
+	Tools               []bodyTool         `json:"tools,omitempty"`
+	ToolChoice          string             `json:"tool_choice,omitempty"`
+	ReasoningEffort     string             `json:"reasoning_effort,omitempty"`
+	Stream              bool               `json:"stream,omitempty"`
+	StreamOptions       *bodyStreamOptions `json:"stream_options,omitempty"`
+	// Options are Ollama's model options; other servers are not sent it.
+	Options *bodyOllama `json:"options,omitempty"`
 }
 
-// bodyOptions are the Ollama options Baton sets (Config.NumCtx).
-type bodyOptions struct {
+// bodyOllama are the Ollama options Baton sets (Config.NumCtx).
+type bodyOllama struct {
 	NumCtx int `json:"num_ctx,omitempty"`
+}
+
+// bodyStreamOptions asks a streaming server for usage in the last chunk.
+type bodyStreamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
 }
 
 type bodyMessage struct {
@@ -43,6 +51,9 @@ type bodyMessage struct {
 	Name       string         `json:"name,omitempty"`
 	ToolCalls  []bodyToolCall `json:"tool_calls,omitempty"`
 	ToolCallID string         `json:"tool_call_id,omitempty"`
+	// ReasoningContent goes back only where the provider requires it
+	// (bodyOptions.reasoningBack).
+	ReasoningContent string `json:"reasoning_content,omitempty"`
 }
 
 type bodyPart struct {
@@ -77,16 +88,35 @@ type bodyFunctionDef struct {
 	Parameters  json.RawMessage `json:"parameters"`
 }
 
+// bodyOptions are the client's choices that shape a body.
+type bodyOptions struct {
+	stream bool // a server-sent event stream, with usage
+	// reasoningBack sends the reasoning of the assistant messages that
+	// called tools since the last user message (DeepSeek's thinking mode
+	// wants it back within the turn, and not after).
+	reasoningBack bool
+	effort        string // reasoning_effort, "" for none
+	numCtx        int    // > 0: sent as options.num_ctx (Ollama)
+}
+
 // encodeBody returns the JSON body for req, whose model and token limit
-// wreq (go-openai's validated request) already settled; numCtx > 0 is sent
-// as options.num_ctx.
-func encodeBody(req Request, wreq openai.ChatCompletionRequest, numCtx int) ([]byte, error) {
+// wreq (go-openai's validated request) already settled.
+func encodeBody(req Request, wreq openai.ChatCompletionRequest, o bodyOptions) ([]byte, error) {
 	b := bodyRequest{
 		Model: wreq.Model, MaxTokens: wreq.MaxTokens, MaxCompletionTokens: wreq.MaxCompletionTokens,
-		Messages: make([]bodyMessage, len(req.Messages)),
+		Messages: make([]bodyMessage, len(req.Messages)), ReasoningEffort: o.effort,
 	}
-	if numCtx > 0 {
-		b.Options = &bodyOptions{NumCtx: numCtx}
+	turn := 0 // the current turn's first message
+	for i, m := range req.Messages {
+		if m.Role == RoleUser {
+			turn = i + 1
+		}
+	}
+	if o.stream {
+		b.Stream, b.StreamOptions = true, &bodyStreamOptions{IncludeUsage: true}
+	}
+	if o.numCtx > 0 {
+		b.Options = &bodyOllama{NumCtx: o.numCtx}
 	}
 	if s, ok := wreq.ToolChoice.(string); ok {
 		b.ToolChoice = s
@@ -95,6 +125,9 @@ func encodeBody(req Request, wreq openai.ChatCompletionRequest, numCtx int) ([]b
 		bm, err := bodyMessageOf(m)
 		if err != nil {
 			return nil, fmt.Errorf("message %d: %w", i, err)
+		}
+		if o.reasoningBack && i >= turn && m.Role == RoleAssistant && len(m.ToolCalls) > 0 {
+			bm.ReasoningContent = m.Reasoning
 		}
 		b.Messages[i] = bm
 	}

@@ -45,7 +45,7 @@ func (c *Client) Complete(ctx context.Context, req Request) (Response, error) {
 	if err != nil {
 		return Response{}, fmt.Errorf("llm: %w", err)
 	}
-	body, err := encodeBody(req, wreq, c.numCtx)
+	body, err := encodeBody(req, wreq, c.bodyOptions())
 	if err != nil {
 		return Response{}, fmt.Errorf("llm: %w", err)
 	}
@@ -58,9 +58,29 @@ func (c *Client) Complete(ctx context.Context, req Request) (Response, error) {
 	if req.ToolChoice == ToolChoiceNone {
 		known = nil // the caller wants text: take none of it for calls
 	}
+	// texted is whether an attempt passed text to req.OnText: the next
+	// attempt tells req.OnRestart first.
+	texted := false
+	onText := req.OnText
+	if onText != nil {
+		onText = func(delta string) { texted = true; req.OnText(delta) }
+	}
 	for retry := 0; ; retry++ {
+		if texted && req.OnRestart != nil {
+			req.OnRestart()
+		}
+		texted = false
 		start := time.Now()
-		resp, f := c.attempt(ctx, wreq, body, known)
+		var resp Response
+		var f *failure
+		if c.stream {
+			resp, f = c.streamAttempt(ctx, body, onText)
+		} else {
+			resp, f = c.attempt(ctx, wreq, body)
+		}
+		if f == nil {
+			f = c.settle(&resp, known, req.Messages)
+		}
 		if f == nil {
 			c.log.DebugContext(ctx, "llm: completion",
 				"model", wreq.Model, "took", time.Since(start).Round(time.Millisecond),
@@ -71,6 +91,20 @@ func (c *Client) Complete(ctx context.Context, req Request) (Response, error) {
 		}
 		if err := ctx.Err(); err != nil {
 			return Response{}, fmt.Errorf("llm: %w", err)
+		}
+		if !f.retry && c.learnParam(wreq.Model, wreq, f.err) {
+			// The endpoint named the token limit's parameter it wants:
+			// sent again with it, not counted as a retry.
+			c.log.InfoContext(ctx, "llm: the endpoint wants the other token-limit parameter; sending again",
+				"model", wreq.Model, "error", f.err.Error())
+			if wreq, err = c.wireRequest(req); err == nil {
+				body, err = encodeBody(req, wreq, c.bodyOptions())
+			}
+			if err != nil {
+				return Response{}, fmt.Errorf("llm: %w", err)
+			}
+			retry--
+			continue
 		}
 		if !f.retry {
 			err := c.explain(ctx, wreq.Model, f)
@@ -151,7 +185,7 @@ func (c *Client) listModels(ctx context.Context) ([]string, bool) {
 	return ids, true
 }
 
-func (c *Client) attempt(ctx context.Context, wreq openai.ChatCompletionRequest, body []byte, known func(string) bool) (Response, *failure) {
+func (c *Client) attempt(ctx context.Context, wreq openai.ChatCompletionRequest, body []byte) (Response, *failure) {
 	actx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	x := &exchange{request: body}
@@ -160,6 +194,11 @@ func (c *Client) attempt(ctx context.Context, wreq openai.ChatCompletionRequest,
 		return Response{}, c.classify(actx, x, err)
 	}
 	if len(out.Choices) == 0 {
+		if !x.truncated {
+			if f := c.errorIn200(x.body.Bytes()); f != nil {
+				return Response{}, f
+			}
+		}
 		return Response{}, &failure{retry: true, reason: "an empty reply",
 			err: errors.New("the reply has no choices")}
 	}
@@ -167,6 +206,14 @@ func (c *Client) attempt(ctx context.Context, wreq openai.ChatCompletionRequest,
 	if resp.Usage.Reported && resp.Usage.CachedTokens == 0 {
 		resp.Usage.CachedTokens = x.cacheHits()
 	}
+	return resp, nil
+}
+
+// settle finishes a reply both paths decoded: tool calls written into the
+// text are moved to ToolCalls, ids that repeat an earlier turn's (or each
+// other) are replaced, and a rate-limit message sent as the answer is a
+// retryable failure.
+func (c *Client) settle(resp *Response, known func(string) bool, history []Message) *failure {
 	msg := &resp.Message
 	if len(msg.ToolCalls) == 0 && known != nil && msg.Content != "" {
 		if calls, rest := ExtractToolCalls(msg.Content, known); len(calls) > 0 {
@@ -178,10 +225,45 @@ func (c *Client) attempt(ctx context.Context, wreq openai.ChatCompletionRequest,
 	}
 	resp.RepairedCalls = repairArguments(msg.ToolCalls)
 	if len(msg.ToolCalls) == 0 && rateLimitText(msg.Content) {
-		return Response{}, &failure{retry: true, reason: "a rate-limit message instead of an answer",
+		return &failure{retry: true, reason: "a rate-limit message instead of an answer",
 			err: fmt.Errorf("the model answered %q", clip(c.redact(msg.Content), 200))}
 	}
-	return resp, nil
+	if c.profile.ShortCallIDs {
+		for i := range msg.ToolCalls {
+			msg.ToolCalls[i].ID = shortID(msg.ToolCalls[i].ID)
+		}
+	}
+	freshIDs(msg.ToolCalls, history, c.profile.ShortCallIDs)
+	return nil
+}
+
+// freshIDs replaces the ids of calls that repeat an id of an earlier
+// message (some servers count from call_0 every turn) or of another call
+// of the same reply: each tool result must answer one call only.
+func freshIDs(calls []ToolCall, history []Message, short bool) {
+	if len(calls) == 0 {
+		return
+	}
+	seen := map[string]bool{}
+	for _, m := range history {
+		for _, tc := range m.ToolCalls {
+			seen[tc.ID] = true
+		}
+		if m.ToolCallID != "" {
+			seen[m.ToolCallID] = true
+		}
+	}
+	for i := range calls {
+		id := calls[i].ID
+		for n := 0; seen[id]; n++ {
+			id = callID(fmt.Sprintf("%s|%d|%s|%s", calls[i].ID, n, calls[i].Name, calls[i].Arguments), i)
+			if short {
+				id = shortID(id)
+			}
+		}
+		calls[i].ID = id
+		seen[id] = true
+	}
 }
 
 // classify turns an error of one attempt into a failure. actx is the
@@ -252,6 +334,9 @@ func (c *Client) statusFailure(se *StatusError, x *exchange, html bool) *failure
 	case se.Retryable():
 		// A gateway's error page is still a gateway's transient error.
 		f.retry, f.wait = true, retryAfter(x.header, time.Now())
+		if f.wait == 0 && code == http.StatusTooManyRequests && slices.Contains(c.profile.RateLimitHeaders, "x-ratelimit-reset-requests") {
+			f.wait = rateReset(x.header)
+		}
 	case html:
 		f.kind = KindNotAPI
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
@@ -313,6 +398,29 @@ func retryAfter(h http.Header, now time.Time) time.Duration {
 		return 0
 	}
 	return min(d, retryAfterMax)
+}
+
+// rateReset reads OpenAI's (and Groq's) x-ratelimit-reset-requests and
+// x-ratelimit-reset-tokens, durations such as "1s", "6m0s" or "20ms": the
+// reset of the limit whose x-ratelimit-remaining-* is 0, else the later
+// one. It returns 0 when there are none, and caps the wait at
+// retryAfterMax.
+func rateReset(h http.Header) time.Duration {
+	var exhausted, any time.Duration
+	for _, kind := range []string{"requests", "tokens"} {
+		d, err := time.ParseDuration(strings.TrimSpace(h.Get("X-Ratelimit-Reset-" + kind)))
+		if err != nil || d <= 0 {
+			continue
+		}
+		any = max(any, d)
+		if strings.TrimSpace(h.Get("X-Ratelimit-Remaining-"+kind)) == "0" {
+			exhausted = max(exhausted, d)
+		}
+	}
+	if exhausted > 0 {
+		any = exhausted
+	}
+	return min(any, retryAfterMax)
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
@@ -390,9 +498,14 @@ func (x *exchange) cacheHits() int {
 
 // recorder is the HTTP doer go-openai sends through; it fills the attempt's
 // exchange, if any, from the reply.
-type recorder struct{ hc *http.Client }
+type recorder struct {
+	hc      *http.Client
+	profile Profile
+	apiKey  string
+}
 
 func (r recorder) Do(req *http.Request) (*http.Response, error) {
+	r.profile.decorate(req, r.apiKey)
 	x, _ := req.Context().Value(exchangeKey{}).(*exchange)
 	if x != nil && x.request != nil {
 		body := x.request

@@ -4,8 +4,10 @@
 // It is the only package in Baton that imports
 // github.com/sashabaranov/go-openai; everything above it speaks in the types
 // declared here (Message, ToolDef, Request, Response). A Client sends one
-// non-streaming completion per Complete call and takes care of what every
-// caller would otherwise repeat: retries with backoff on 429, 5xx, timeouts
+// completion per Complete call — streamed when Config.Stream is set
+// (stream.go: Baton's own server-sent event decoder), else as one JSON
+// reply — shaped by the provider's Profile (providers.go), and takes care
+// of what every caller would otherwise repeat: retries with backoff on 429, 5xx, timeouts
 // and broken connections (honouring Retry-After), provider rate-limit
 // messages returned as text, tool calls written into the text instead of
 // tool_calls, and token usage.
@@ -29,6 +31,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
@@ -73,6 +76,10 @@ type Message struct {
 	ToolCallID string
 	// Name is the optional participant or tool name.
 	Name string
+	// Reasoning is a reasoning model's thinking that came with an
+	// assistant answer (reasoning_content, reasoning): never part of
+	// Content, and not sent back in later requests.
+	Reasoning string
 }
 
 // Part is one piece of a multi-part message: text, or an image sent to the
@@ -119,6 +126,19 @@ type Request struct {
 	// ToolChoice is ToolChoiceAuto, ToolChoiceNone, ToolChoiceRequired or
 	// "" (server default).
 	ToolChoice string
+
+	// OnText, when set and the Client streams (Config.Stream), is called
+	// with each piece of the answer's text as it arrives, in order, on the
+	// goroutine that called Complete; it must not block long (hand the
+	// delta on, do not send it anywhere slow). Reasoning text is not
+	// passed. Pieces already passed can turn out to be a tool call written
+	// as text; Response.Message is what counts.
+	OnText func(delta string)
+	// OnRestart, when set, is called before an attempt that follows one
+	// which already passed text to OnText (a stream cut midway, retried as
+	// a whole request): the text passed so far is void and the answer's
+	// text starts again from its first delta.
+	OnRestart func()
 }
 
 // Response is the model's answer to a Request.
@@ -149,6 +169,9 @@ type Usage struct {
 	// CachedTokens is the part of PromptTokens served from the provider's
 	// prompt cache (prompt_tokens_details.cached_tokens).
 	CachedTokens int
+	// ReasoningTokens is the part of CompletionTokens a reasoning model
+	// spent thinking (completion_tokens_details.reasoning_tokens).
+	ReasoningTokens int
 	// Reported is false when the server sent no usage at all; the counts
 	// are then zero and mean nothing.
 	Reported bool
@@ -173,11 +196,24 @@ type Config struct {
 	HTTPClient *http.Client
 	// Logger receives retries and failures; nil discards them.
 	Logger *slog.Logger
-	// NumCtx, when positive, is sent with every request as
-	// options.num_ctx: the context Ollama gives the model, which it
-	// otherwise keeps at its own default (a few thousand tokens) and
-	// silently cuts longer prompts to. Other servers ignore the key.
+	// NumCtx, when positive and the provider is Ollama (its profile), is
+	// sent with every request as options.num_ctx: the context Ollama gives
+	// the model, which it otherwise keeps at its own default (a few
+	// thousand tokens) and silently cuts longer prompts to.
 	NumCtx int
+	// Stream asks for the answer as a server-sent event stream (stream:
+	// true, with usage in its last chunk); Request.OnText then sees the
+	// text as it arrives. A stream that stops before its end is retried as
+	// a whole request. Servers that answer a stream request with a plain
+	// JSON body are understood too.
+	Stream bool
+	// Provider is llm.provider: one of ProviderNames, "" meaning auto
+	// (from the base URL). Its Profile decides the headers, the token
+	// limit's name, the rate-limit headers read and what is not sent.
+	Provider string
+	// ReasoningEffort, when not empty, is sent as reasoning_effort
+	// (minimal, low, medium, high: reasoning models only).
+	ReasoningEffort string
 	// Sleep waits between attempts; nil waits on a timer. It must return
 	// ctx.Err() when ctx ends first. Tests inject it to never sleep.
 	Sleep func(ctx context.Context, d time.Duration) error
@@ -204,9 +240,17 @@ type Client struct {
 	sleep      func(ctx context.Context, d time.Duration) error
 	redact     func(string) string
 	url        string // the base URL as errors show it (shownURL)
-	numCtx     int    // Config.NumCtx
-	noKey      bool   // Config.APIKey is empty
-	keyMissing bool   // noKey, and the endpoint needs a key (NeedsKey)
+	hc         *http.Client
+	baseURL    string // Config.BaseURL without a trailing slash
+	apiKey     string // sent as the bearer token; never logged
+	stream     bool
+	profile    Profile
+	effort     string
+	mu         sync.Mutex
+	params     map[string]string // guarded by mu: the token-limit parameter learnt per model
+	noKey      bool              // Config.APIKey is empty
+	keyMissing bool              // noKey, and the endpoint needs a key (NeedsKey)
+	numCtx     int               // Config.NumCtx, to Ollama only
 }
 
 // New returns a Client for cfg. It fails when BaseURL is not an http(s) URL.
@@ -218,6 +262,10 @@ func New(cfg Config) (*Client, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("llm: base URL %q is not an http(s) URL", newRedactor(cfg.APIKey).redact(cfg.BaseURL))
 	}
+	profile, ok := ProfileOf(cfg.Provider, cfg.BaseURL)
+	if !ok {
+		return nil, fmt.Errorf("llm: provider %q is not one of %s", cfg.Provider, strings.Join(ProviderNames(), ", "))
+	}
 	password, _ := u.User.Password()
 	redact := newRedactor(cfg.APIKey, password).redact
 	hc := cfg.HTTPClient
@@ -226,7 +274,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	oc := openai.DefaultConfig(cfg.APIKey)
 	oc.BaseURL = cfg.BaseURL
-	oc.HTTPClient = recorder{hc}
+	oc.HTTPClient = recorder{hc: hc, profile: profile, apiKey: cfg.APIKey}
 	c := &Client{
 		api:        openai.NewClientWithConfig(oc),
 		model:      cfg.Model,
@@ -237,6 +285,12 @@ func New(cfg Config) (*Client, error) {
 		redact:     redact,
 		url:        redact(shownURL(u)),
 		numCtx:     max(cfg.NumCtx, 0),
+		hc:         hc,
+		baseURL:    strings.TrimSuffix(cfg.BaseURL, "/"),
+		apiKey:     cfg.APIKey,
+		stream:     cfg.Stream,
+		profile:    profile,
+		effort:     cfg.ReasoningEffort,
 		noKey:      cfg.APIKey == "",
 		keyMissing: cfg.APIKey == "" && NeedsKey(cfg.BaseURL),
 	}
@@ -251,6 +305,10 @@ func New(cfg Config) (*Client, error) {
 	}
 	return c, nil
 }
+
+// Profile returns the provider profile the client speaks by (llm.provider,
+// or the one auto found from the base URL).
+func (c *Client) Profile() Profile { return c.profile }
 
 // ErrUnavailable is wrapped by the error Complete returns when the model kept
 // failing with retryable errors until the retry limit (an *Error of
@@ -301,6 +359,11 @@ func IsContextOverflow(err error) bool {
 	}
 	msg := strings.ToLower(se.Message)
 	for _, s := range []string{"context length", "context window", "maximum context", "too many tokens", "prompt is too long", "exceeds the context"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	for _, s := range contextPhrases {
 		if strings.Contains(msg, s) {
 			return true
 		}

@@ -93,11 +93,16 @@ func TestTextCallsCounted(t *testing.T) {
 	}
 }
 
-// TestNumCtx: with Config.NumCtx every request carries options.num_ctx,
-// which Ollama reads; without it, no options at all.
+// TestNumCtx: with Config.NumCtx every request to Ollama carries
+// options.num_ctx; without it, or to another provider, no options at all.
 func TestNumCtx(t *testing.T) {
-	for _, n := range []int{0, 32768} {
-		h := newHarness(t, func(c *llm.Config) { c.NumCtx = n })
+	for _, tc := range []struct {
+		provider string
+		numCtx   int
+		want     int
+	}{{"ollama", 0, 0}, {"ollama", 32768, 32768}, {"openai", 32768, 0}, {"auto", 32768, 0}} {
+		n := tc.want
+		h := newHarness(t, func(c *llm.Config) { c.NumCtx, c.Provider = tc.numCtx, tc.provider })
 		h.srv.Script(llmtest.Text("ok"))
 		if _, err := h.client.Complete(context.Background(), userRequest("hi")); err != nil {
 			t.Fatal(err)
@@ -112,9 +117,9 @@ func TestNumCtx(t *testing.T) {
 		}
 		switch {
 		case n == 0 && body.Options != nil:
-			t.Errorf("NumCtx 0: options %+v sent", body.Options)
+			t.Errorf("%+v: options %+v sent", tc, body.Options)
 		case n > 0 && (body.Options == nil || body.Options.NumCtx != n):
-			t.Errorf("NumCtx %d: options %+v", n, body.Options)
+			t.Errorf("%+v: options %+v", tc, body.Options)
 		}
 	}
 }

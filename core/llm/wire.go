@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	openai "github.com/sashabaranov/go-openai"
 )
@@ -31,8 +32,13 @@ func (c *Client) wireRequest(req Request) (openai.ChatCompletionRequest, error) 
 	}
 	switch req.ToolChoice {
 	case "":
-	case ToolChoiceAuto, ToolChoiceNone, ToolChoiceRequired:
+	case ToolChoiceAuto, ToolChoiceNone:
 		w.ToolChoice = req.ToolChoice
+	case ToolChoiceRequired:
+		w.ToolChoice = req.ToolChoice
+		if c.profile.NoRequired {
+			w.ToolChoice = ToolChoiceAuto
+		}
 	default:
 		return w, fmt.Errorf("tool choice %q is not %q, %q or %q", req.ToolChoice, ToolChoiceAuto, ToolChoiceNone, ToolChoiceRequired)
 	}
@@ -40,12 +46,76 @@ func (c *Client) wireRequest(req Request) (openai.ChatCompletionRequest, error) 
 		// Reasoning models refuse max_tokens and want max_completion_tokens;
 		// older OpenAI-compatible servers know only max_tokens. go-openai's
 		// validator knows which model is which.
+		// The profile names the models known up front; a 400 naming the
+		// parameter teaches the client (c.param).
 		w.MaxTokens = req.MaxTokens
-		if errors.Is(openai.NewReasoningValidator().Validate(w), openai.ErrReasoningModelMaxTokensDeprecated) {
+		param := c.param(w.Model)
+		if param == "" && (c.profile.completionTokens(w.Model) ||
+			errors.Is(openai.NewReasoningValidator().Validate(w), openai.ErrReasoningModelMaxTokensDeprecated)) {
+			param = paramCompletionTokens
+		}
+		if param == paramCompletionTokens {
 			w.MaxTokens, w.MaxCompletionTokens = 0, req.MaxTokens
 		}
 	}
 	return w, nil
+}
+
+// The names of the completion's token limit.
+const (
+	paramMaxTokens        = "max_tokens"
+	paramCompletionTokens = "max_completion_tokens"
+)
+
+// param returns the token-limit parameter learnt for model, "" if none.
+func (c *Client) param(model string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.params[model]
+}
+
+// learnParam reads a 400 that refuses one token-limit parameter and names
+// the other, and remembers for model the one to send; it reports whether
+// the request is worth sending again with it.
+func (c *Client) learnParam(model string, sent openai.ChatCompletionRequest, err error) bool {
+	var se *StatusError
+	if !errors.As(err, &se) || se.StatusCode != http.StatusBadRequest {
+		return false
+	}
+	msg := strings.ToLower(se.Message)
+	if !strings.Contains(msg, paramMaxTokens) {
+		return false
+	}
+	var want string
+	switch {
+	case sent.MaxTokens > 0 && strings.Contains(msg, paramCompletionTokens):
+		want = paramCompletionTokens // "Use 'max_completion_tokens' instead."
+	case sent.MaxCompletionTokens > 0 && strings.Contains(msg, paramCompletionTokens) &&
+		!strings.Contains(msg, "use '"+paramCompletionTokens) && !strings.Contains(msg, paramCompletionTokens+"' instead") &&
+		(strings.Contains(msg, "unrecognized") || strings.Contains(msg, "unknown") || strings.Contains(msg, "not supported")):
+		want = paramMaxTokens // a server that knows only max_tokens
+	default:
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.params == nil {
+		c.params = map[string]string{}
+	}
+	if c.params[model] == want {
+		return false
+	}
+	c.params[model] = want
+	return true
+}
+
+// bodyOptions are the client's choices for every body.
+func (c *Client) bodyOptions() bodyOptions {
+	o := bodyOptions{stream: c.stream, reasoningBack: c.profile.ReasoningBack, effort: c.effort}
+	if c.profile.Name == "ollama" {
+		o.numCtx = c.numCtx
+	}
+	return o
 }
 
 // dataURL encodes an image as a data: URL, sniffing the type when mime is
@@ -60,7 +130,7 @@ func dataURL(mime string, data []byte) string {
 // fromWire translates go-openai's response (with at least one choice).
 func fromWire(out openai.ChatCompletionResponse, usageReported bool) Response {
 	ch := out.Choices[0]
-	msg := Message{Role: RoleAssistant, Content: ch.Message.Content}
+	msg := Message{Role: RoleAssistant, Content: ch.Message.Content, Reasoning: ch.Message.ReasoningContent}
 	for i, tc := range ch.Message.ToolCalls {
 		id := tc.ID
 		if id == "" {
@@ -81,6 +151,9 @@ func fromWire(out openai.ChatCompletionResponse, usageReported bool) Response {
 		}
 		if d := out.Usage.PromptTokensDetails; d != nil {
 			r.Usage.CachedTokens = d.CachedTokens
+		}
+		if d := out.Usage.CompletionTokensDetails; d != nil {
+			r.Usage.ReasoningTokens = d.ReasoningTokens
 		}
 	}
 	return r
@@ -115,5 +188,5 @@ func (c *Client) Encode(req Request) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return encodeBody(req, w, c.numCtx)
+	return encodeBody(req, w, c.bodyOptions())
 }

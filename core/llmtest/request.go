@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/url"
 )
 
 // Request is one chat completion request as the server received it.
@@ -15,9 +17,19 @@ type Request struct {
 	ToolChoice string
 	// MaxTokens is max_tokens, or max_completion_tokens when that was sent.
 	MaxTokens int
-	Stream    bool
+	// MaxTokensParam names the limit's parameter as sent: "max_tokens",
+	// "max_completion_tokens" or "" (none).
+	MaxTokensParam string
+	Stream         bool
+	// IncludeUsage is stream_options.include_usage.
+	IncludeUsage bool
+	// ReasoningEffort is reasoning_effort, when sent.
+	ReasoningEffort string
 	// Raw is the request body exactly as sent.
 	Raw []byte
+	// Header and Query are the request's headers and URL query.
+	Header http.Header
+	Query  url.Values
 }
 
 // Message is one message of a recorded request.
@@ -30,6 +42,8 @@ type Message struct {
 	ToolCalls  []ToolCall
 	ToolCallID string
 	Name       string
+	// ReasoningContent is an assistant message's reasoning_content.
+	ReasoningContent string
 }
 
 // Part is one content part: Type "text" with Text, or "image_url" with
@@ -78,6 +92,10 @@ type (
 		MaxTokens           int             `json:"max_tokens"`
 		MaxCompletionTokens int             `json:"max_completion_tokens"`
 		Stream              bool            `json:"stream"`
+		StreamOptions       *struct {
+			IncludeUsage bool `json:"include_usage"`
+		} `json:"stream_options"`
+		ReasoningEffort string `json:"reasoning_effort"`
 	}
 	wireMessage struct {
 		Role       string          `json:"role"`
@@ -85,6 +103,7 @@ type (
 		ToolCalls  []wireToolCall  `json:"tool_calls"`
 		ToolCallID string          `json:"tool_call_id"`
 		Name       string          `json:"name"`
+		Reasoning  string          `json:"reasoning_content"`
 	}
 	wirePart struct {
 		Type     string `json:"type"`
@@ -111,15 +130,21 @@ func decodeRequest(body []byte) (Request, error) {
 	if w.Model == "" {
 		return Request{}, fmt.Errorf("no model")
 	}
-	r := Request{Model: w.Model, MaxTokens: w.MaxTokens, Stream: w.Stream, Raw: body}
+	r := Request{Model: w.Model, MaxTokens: w.MaxTokens, Stream: w.Stream, Raw: body, ReasoningEffort: w.ReasoningEffort}
+	if w.StreamOptions != nil {
+		r.IncludeUsage = w.StreamOptions.IncludeUsage
+	}
+	if w.MaxTokens > 0 {
+		r.MaxTokensParam = "max_tokens"
+	}
 	if w.MaxCompletionTokens > 0 {
-		r.MaxTokens = w.MaxCompletionTokens
+		r.MaxTokens, r.MaxTokensParam = w.MaxCompletionTokens, "max_completion_tokens"
 	}
 	if len(w.ToolChoice) > 0 {
 		_ = json.Unmarshal(w.ToolChoice, &r.ToolChoice) // an object choice stays ""
 	}
 	for i, wm := range w.Messages {
-		m := Message{Role: wm.Role, ToolCallID: wm.ToolCallID, Name: wm.Name}
+		m := Message{Role: wm.Role, ToolCallID: wm.ToolCallID, Name: wm.Name, ReasoningContent: wm.Reasoning}
 		content := bytes.TrimSpace(wm.Content)
 		switch {
 		case len(content) == 0 || string(content) == "null":

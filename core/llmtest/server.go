@@ -9,8 +9,11 @@
 //	got := srv.Requests()[0].Messages
 //
 // The server answers POST /v1/chat/completions only (404 otherwise; GET
-// /v1/models too when started WithModels), never streams, and fails the test with a clear message when a request arrives
-// after the script is used up and no Handler is set.
+// /v1/models too when started WithModels), and fails the test with a clear message when a request arrives
+// after the script is used up and no Handler is set. A request with
+// stream: true is answered as a server-sent event stream, cut into deltas
+// as the Step says (stream.go). SetPersona makes it answer as a given
+// provider does (persona.go, persona_*.go).
 package llmtest
 
 import (
@@ -44,7 +47,9 @@ type Server struct {
 	calls    int       // guarded by mu: tool call ids handed out
 	replies  int       // guarded by mu: completion ids handed out
 
-	cache *prefixCache // guarded by mu; nil: no prompt cache (cache.go)
+	cache   *prefixCache // guarded by mu; nil: no prompt cache (cache.go)
+	persona *Persona     // guarded by mu: how completions are shaped; nil: as OpenAI documents
+	quirked bool         // guarded by mu: the persona's quirk was sent
 }
 
 // Option configures a Server.
@@ -147,12 +152,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "", `{"error":{"message":"malformed request"}}`)
 		return
 	}
-	if req.Stream {
-		s.t.Errorf("llmtest: the client asked for streaming, which llmtest does not serve")
-		writeError(w, http.StatusBadRequest, "", `{"error":{"message":"streaming is not supported"}}`)
-		return
-	}
-
+	req.Header, req.Query = r.Header.Clone(), r.URL.Query()
 	s.mu.Lock()
 	s.requests = append(s.requests, req)
 	n := len(s.requests)
@@ -174,6 +174,17 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		step = h(req)
 	}
 
+	if ps, quirk := s.personaStep(req, step); quirk {
+		if scripted {
+			s.mu.Lock()
+			s.steps = append([]Step{step}, s.steps...)
+			s.mu.Unlock()
+		}
+		step = ps
+	} else {
+		step = ps
+	}
+
 	step = s.cached(body, step)
 	if step.Delay > 0 {
 		t := time.NewTimer(step.Delay)
@@ -190,6 +201,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	case step.Raw != "":
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, step.Raw)
+	case req.Stream:
+		s.serveStream(w, req, step)
 	default:
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(s.reply(req, step))
@@ -256,9 +269,10 @@ type (
 		FinishReason string        `json:"finish_reason"`
 	}
 	wireAssistant struct {
-		Role      string         `json:"role"`
-		Content   *string        `json:"content"`
-		ToolCalls []wireToolCall `json:"tool_calls,omitempty"`
+		Role             string         `json:"role"`
+		Content          *string        `json:"content"`
+		ReasoningContent string         `json:"reasoning_content,omitempty"`
+		ToolCalls        []wireToolCall `json:"tool_calls,omitempty"`
 	}
 	wireToolCall struct {
 		ID       string       `json:"id"`
@@ -284,7 +298,7 @@ func (s *Server) reply(req Request, step Step) wireReply {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.replies++
-	msg := wireAssistant{Role: "assistant"}
+	msg := wireAssistant{Role: "assistant", ReasoningContent: step.Reasoning}
 	if step.Text != "" || len(step.ToolCalls) == 0 {
 		text := step.Text
 		msg.Content = &text

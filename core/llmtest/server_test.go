@@ -3,15 +3,18 @@ package llmtest
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 // recordingTB keeps the errors a Server reports instead of failing the test.
@@ -224,7 +227,7 @@ func TestRecordsRequest(t *testing.T) {
 	}
 	got := s.Requests()
 	want := []Request{{
-		Model: "gpt-x", MaxTokens: 64, ToolChoice: "auto",
+		Model: "gpt-x", MaxTokens: 64, MaxTokensParam: "max_completion_tokens", ToolChoice: "auto",
 		Messages: []Message{
 			{Role: "system", Content: "sys"},
 			{Role: "user", Parts: []Part{{Type: "text", Text: "look"}, {Type: "image_url", ImageURL: "data:image/png;base64,AAA="}}},
@@ -234,7 +237,7 @@ func TestRecordsRequest(t *testing.T) {
 		Tools: []Tool{{Name: "Read", Description: "Read a file.", Parameters: json.RawMessage(`{"type":"object"}`)}},
 		Raw:   []byte(body),
 	}}
-	if diff := cmp.Diff(want, got); diff != "" {
+	if diff := cmp.Diff(want, got, cmpopts.IgnoreFields(Request{}, "Header", "Query")); diff != "" {
 		t.Errorf("recorded (-want +got):\n%s", diff)
 	}
 	if got[0].Messages[1].Text() != "look" || got[0].ToolNames()[0] != "Read" {
@@ -242,17 +245,23 @@ func TestRecordsRequest(t *testing.T) {
 	}
 }
 
-func TestStreamingRefused(t *testing.T) {
+func TestStreamServed(t *testing.T) {
 	t.Parallel()
-	rec := &recordingTB{TB: t}
-	s := NewServer(rec)
-	s.Script(Text("never"))
-	code, _, _ := post(t, s.URL()+"/chat/completions", "", `{"model":"m","messages":[],"stream":true}`)
-	if code != 400 || len(rec.errors()) != 1 {
-		t.Errorf("status %d, errors %q; want 400 and one error", code, rec.errors())
+	s := NewServer(t)
+	s.Script(Text("never mind").Streamed(5).WithUsage(3, 2))
+	resp, err := http.Post(s.URL()+"/chat/completions", "application/json", strings.NewReader(`{"model":"m","messages":[],"stream":true,"stream_options":{"include_usage":true}}`))
+	if err != nil {
+		t.Fatal(err)
 	}
-	if s.Pending() != 1 {
-		t.Errorf("a refused request used a step")
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	code, body := resp.StatusCode, string(raw)
+	if code != 200 || !strings.HasSuffix(body, "data: [DONE]\n\n") || !strings.Contains(body, `"content":"never"`) ||
+		!strings.Contains(body, `"content":" mind"`) || !strings.Contains(body, `"usage":{"prompt_tokens":3`) {
+		t.Errorf("status %d, stream:\n%s", code, body)
+	}
+	if r := s.Requests()[0]; !r.Stream || !r.IncludeUsage {
+		t.Errorf("recorded %+v", r)
 	}
 }
 
@@ -316,5 +325,65 @@ func TestModels(t *testing.T) {
 	}
 	if code, _ := get(t, NewServer(t), ""); code != 404 {
 		t.Errorf("without WithModels: %d, want 404", code)
+	}
+}
+
+// TestPersonasNameSources: every persona names the published pages its
+// shapes follow, and renders a reply its client can read as JSON.
+func TestPersonasNameSources(t *testing.T) {
+	t.Parallel()
+	seen := map[string]bool{}
+	for _, p := range Personas() {
+		if seen[p.Title] {
+			t.Errorf("two personas titled %q", p.Title)
+		}
+		seen[p.Title] = true
+		if len(p.Sources) == 0 || p.Model == "" || p.Body == nil || p.Stream == nil {
+			t.Errorf("persona %q lacks sources, a model or a renderer", p.Title)
+		}
+		for _, src := range p.Sources {
+			if !strings.HasPrefix(src, "https://") {
+				t.Errorf("persona %q: source %q is not a URL", p.Title, src)
+			}
+		}
+		r := Rendered{ID: "chatcmpl-1", Model: p.Model, Text: "hi", Calls: []ToolCall{{ID: "call_1", Name: "Read", Arguments: `{"path":"a"}`}},
+			Finish: "tool_calls", Usage: &Usage{PromptTokens: 10, CompletionTokens: 2}, IncludeUsage: true, Piece: 4}
+		if !json.Valid([]byte(p.Body(r))) {
+			t.Errorf("persona %q: the body is not JSON:\n%s", p.Title, p.Body(r))
+		}
+		events := p.Stream(r)
+		if events[len(events)-1] != "[DONE]" {
+			t.Errorf("persona %q: the stream does not end with [DONE]", p.Title)
+		}
+		for _, e := range events[:len(events)-1] {
+			if !strings.HasPrefix(e, ":") && !json.Valid([]byte(e)) {
+				t.Errorf("persona %q: an event is not JSON: %s", p.Title, e)
+			}
+		}
+	}
+}
+
+var updateSources = flag.Bool("update", false, "rewrite testdata/personas.md")
+
+// TestPersonaSourcesListed: testdata/personas.md lists every persona with
+// the pages its replies follow (regenerate with -update).
+func TestPersonaSourcesListed(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("# Provider personas and their sources\n\nGenerated from core/llmtest/persona_*.go by `go test ./core/llmtest -run TestPersonaSourcesListed -update`.\n")
+	for _, p := range Personas() {
+		fmt.Fprintf(&b, "\n## %s (llm.provider %s, model %s)\n\n", p.Title, p.Name, p.Model)
+		for _, src := range p.Sources {
+			b.WriteString("- " + src + "\n")
+		}
+	}
+	const path = "testdata/personas.md"
+	if *updateSources {
+		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := os.ReadFile(path)
+	if err != nil || string(got) != b.String() {
+		t.Errorf("%s is out of date (%v); run go test ./core/llmtest -run TestPersonaSourcesListed -update", path, err)
 	}
 }

@@ -30,8 +30,39 @@ type Step struct {
 
 	// Delay holds the answer back; it ends early when the client gives up.
 	Delay time.Duration
-	// Raw, when not empty, is sent verbatim as a 200 reply body.
+	// Raw, when not empty, is sent verbatim as a 200 reply body (also to
+	// a stream request, as application/json).
 	Raw string
+
+	// Reasoning is a reasoning model's thinking, sent as
+	// reasoning_content (in the message, or in the stream's deltas).
+	Reasoning string
+
+	// How a stream request (stream: true) is answered; a request that is
+	// not a stream ignores these.
+
+	// SSE, when not empty, is sent verbatim as the stream's body
+	// (Content-Type text/event-stream).
+	SSE string
+	// ChunkBytes is the size of the pieces the text and each call's
+	// arguments are cut into, one delta each (cut on character
+	// boundaries); 0 means 8.
+	ChunkBytes int
+	// Interleave sends the argument pieces of several tool calls in turns
+	// (call 0, call 1, call 2, call 0, …) instead of call after call.
+	Interleave bool
+	// CutAfter, when positive, breaks the connection after that many
+	// events, as a server or proxy dying midway does.
+	CutAfter int
+	// KeepAlives puts comments and blank keep-alive lines between events.
+	KeepAlives bool
+	// WriteBytes, when positive, sends the stream in network writes of at
+	// most that many bytes, each flushed: events (and characters) then
+	// arrive split.
+	WriteBytes int
+	// NoStreamUsage leaves usage out of the stream even when the request
+	// asked for it (as Ollama does).
+	NoStreamUsage bool
 }
 
 // ToolCall is one tool call in a scripted answer or a recorded request.
@@ -113,6 +144,27 @@ func (s Step) WithBody(body string) Step { s.Body = body; return s }
 
 // WithRetryAfter returns s sending the Retry-After header.
 func (s Step) WithRetryAfter(v string) Step { s.RetryAfter = v; return s }
+
+// WithReasoning returns s carrying reasoning text (reasoning_content).
+func (s Step) WithReasoning(text string) Step { s.Reasoning = text; return s }
+
+// Streamed returns s streamed in pieces of n bytes (see ChunkBytes).
+func (s Step) Streamed(n int) Step { s.ChunkBytes = n; return s }
+
+// Interleaved returns s streaming its tool calls' arguments in turns.
+func (s Step) Interleaved() Step { s.Interleave = true; return s }
+
+// CutAfterEvents returns s whose stream breaks after n events.
+func (s Step) CutAfterEvents(n int) Step { s.CutAfter = n; return s }
+
+// WithKeepAlives returns s whose stream carries comments and blank lines.
+func (s Step) WithKeepAlives() Step { s.KeepAlives = true; return s }
+
+// WrittenIn returns s whose stream is written n bytes at a time.
+func (s Step) WrittenIn(n int) Step { s.WriteBytes = n; return s }
+
+// SSEBody answers a stream request with body verbatim.
+func SSEBody(body string) Step { return Step{SSE: body} }
 
 // After returns s answered only after d (or when the client gives up).
 func (s Step) After(d time.Duration) Step { s.Delay = d; return s }
