@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/baton-bot/baton/core"
 	"strconv"
 	"strings"
 	"time"
@@ -441,8 +442,11 @@ func (m *movement) callTool(ctx context.Context, call llm.ToolCall) (tools.Resul
 	}
 	if !refused {
 		pr.step(ctx, Step{Kind: StepTool, Tool: call.Name, Subject: policy.Subject(call.Name, call.Arguments)})
+		title := ToolTitle(call.Name, call.Arguments)
+		pr.progress(ctx, core.ProgressEvent{Kind: core.ProgressToolStarted, CallID: call.ID, Title: title})
 		start, asked := time.Now(), len(pr.egressAsked())
 		res = tools.Safe(ctx, t, env, args)
+		pr.progress(ctx, core.ProgressEvent{Kind: core.ProgressToolFinished, CallID: call.ID, Title: title, Failed: res.IsError})
 		if e.cfg.Meter != nil {
 			label := call.Name
 			if l, ok := t.(interface{ MeterLabel() string }); ok {

@@ -1,0 +1,73 @@
+package engine
+
+import (
+	"context"
+	"strings"
+
+	"github.com/baton-bot/baton/core"
+	"github.com/baton-bot/baton/core/policy"
+)
+
+// Progresser is an Observer that is also told a running job's typed
+// progress events (core.ProgressEvent) as they happen; the engine finds it
+// by type assertion on Config.Observer. Events of one job come in order;
+// Progress must return quickly and never wait for a delivery.
+type Progresser interface {
+	Progress(ctx context.Context, ev core.ProgressEvent)
+}
+
+// titleLimit bounds a tool call's title, in characters.
+const titleLimit = 80
+
+// ToolTitle is a tool call's one-line title: "Read core/job.go",
+// "Bash: go test ./...", the tool's name and its subject otherwise.
+func ToolTitle(tool, args string) string {
+	subject := policy.Subject(tool, args)
+	subject, _, _ = strings.Cut(strings.TrimSpace(subject), "\n")
+	sep := ": "
+	switch tool {
+	case "Read", "Write", "Edit":
+		sep = " "
+	}
+	if subject == "" || subject == "{}" {
+		return tool
+	}
+	return clipRunes(tool+sep+subject, titleLimit)
+}
+
+// progress tells the observer, when it is a Progresser, ev; the job, the
+// movement, its plan position and the time are filled in.
+func (pr *pieceRun) progress(ctx context.Context, ev core.ProgressEvent) {
+	p, ok := pr.e.cfg.Observer.(Progresser)
+	if !ok {
+		return
+	}
+	pr.mu.Lock()
+	ev.JobID, ev.TaskID = pr.job.ID, pr.task.ID
+	if ev.Movement == "" {
+		ev.Movement = pr.movement
+	}
+	pr.mu.Unlock()
+	for i, m := range pr.piece.Movements {
+		ev.Plan = append(ev.Plan, m.Name)
+		if m.Name == ev.Movement {
+			ev.Position = i + 1
+		}
+	}
+	ev.At = pr.e.cfg.Now()
+	p.Progress(ctx, ev)
+}
+
+// onText is the hook for a streamed completion's text (llm.Request.OnText):
+// each delta of the answer becomes a text progress event. It is nil when
+// nobody listens, so that the request need not stream for it.
+func (pr *pieceRun) onText(ctx context.Context) func(delta string) {
+	if _, ok := pr.e.cfg.Observer.(Progresser); !ok {
+		return nil
+	}
+	return func(delta string) {
+		if delta != "" {
+			pr.progress(ctx, core.ProgressEvent{Kind: core.ProgressText, Text: delta})
+		}
+	}
+}
