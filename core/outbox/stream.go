@@ -1,0 +1,128 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/baton-bot/baton/core"
+	"github.com/baton-bot/baton/core/chat"
+)
+
+// stream is what a deliverer knows of one run's progress message (an
+// outbox Ref made by chat.ProgressRef).
+type stream struct {
+	msgID    string // the live message; "" before the first view
+	version  int64  // the newest view shown
+	fallback bool   // the platform refused live messages: the status message shows the views
+	closed   bool   // the final view was delivered: later views are stale
+	answered bool   // the final view's answer was shown in the closing
+}
+
+// progress shows view v of outbox message m: in the run's live message
+// when the poster is a chat.ProgressPoster that the platform lets stream,
+// else as the text of the job's status message. A view older than one
+// shown is skipped, and none after the final one: the final state wins.
+// The final view's answer is delivered exactly once: in the closing of
+// the live message when it fits one post, else as posts of its own
+// (split or uploaded as any post).
+func (d *Deliverer) progress(ctx context.Context, task core.Task, m core.OutboxMessage, p chat.Payload) (string, error) {
+	v := *p.Progress
+	d.mu.Lock()
+	if d.streams == nil {
+		d.streams = map[string]*stream{}
+	}
+	st, ok := d.streams[m.Ref]
+	if !ok {
+		st = &stream{}
+		d.streams[m.Ref] = st
+	}
+	cur := *st
+	d.mu.Unlock()
+	if cur.closed || (v.Version < cur.version && !v.Final) {
+		return cur.msgID, nil
+	}
+	save := func(f func(st *stream)) {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		f(st)
+	}
+	pp, live := d.poster.(chat.ProgressPoster)
+	lim := d.poster.Limits()
+	if live && !cur.fallback {
+		answer := ""
+		if v.Final && v.Answer != "" && len(d.split(v.Answer, lim.Post)) == 1 {
+			answer = v.Answer
+		}
+		msgID := cur.msgID
+		if msgID == "" && !cur.answered {
+			// A deliverer that restarted goes on with the message an
+			// earlier one started.
+			if id, err := d.store.RefMessage(ctx, task.ID, m.Ref); err == nil {
+				msgID = id
+			}
+		}
+		var id string
+		err := error(nil)
+		if !(v.Final && cur.answered) {
+			err = d.pace.do(ctx, task.Thread, d.cfg.Now, lim.Every, func() (err error) {
+				id, err = pp.Progress(ctx, task.Thread, msgID, v, answer)
+				if errors.Is(err, chat.ErrProgressGone) && msgID != "" {
+					d.log.Info("the progress message is gone; starting another", "task_id", task.ID, "job_id", m.JobID)
+					id, err = pp.Progress(ctx, task.Thread, "", v, answer)
+				}
+				return err
+			})
+		}
+		switch {
+		case errors.Is(err, chat.ErrNoProgress):
+			d.log.Info("the platform refuses live progress; editing the status message instead", "task_id", task.ID, "err", err)
+			save(func(st *stream) { st.fallback = true })
+		case err != nil:
+			return "", fmt.Errorf("show the progress of job %d: %w", m.JobID, err)
+		default:
+			if id == "" {
+				id = cur.msgID
+			}
+			save(func(st *stream) {
+				st.msgID, st.version = id, v.Version
+				if v.Final {
+					st.answered = true // closed; the answer, if any, went with it or goes below
+				}
+			})
+			if !v.Final {
+				return id, nil
+			}
+			if answer == "" && v.Answer != "" {
+				if _, err := d.post(ctx, task.Thread, m, v.Answer, nil); err != nil {
+					return "", fmt.Errorf("post the answer of job %d: %w", m.JobID, err)
+				}
+			}
+			save(func(st *stream) { st.closed = true })
+			return id, nil
+		}
+	}
+	// The status message shows the view; the final view's answer is a
+	// post of its own.
+	if v.Final {
+		if v.Answer != "" {
+			if _, err := d.post(ctx, task.Thread, m, v.Answer, nil); err != nil {
+				return "", fmt.Errorf("post the answer of job %d: %w", m.JobID, err)
+			}
+		}
+		save(func(st *stream) { st.closed = true })
+		return "", nil
+	}
+	status := m
+	status.Ref = ""
+	id, err := d.update(ctx, task, status, chat.Payload{Text: chat.RenderProgress(d.cfg.Locale, v, progressLines), Buttons: p.Buttons})
+	if err != nil {
+		return "", err
+	}
+	save(func(st *stream) { st.version = v.Version })
+	return id, nil
+}
+
+// progressLines is how many of the last tool calls a status message
+// shows.
+const progressLines = 5
