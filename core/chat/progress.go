@@ -103,7 +103,7 @@ func (s *Service) startProgress(j core.Job) {
 	if old, ok := s.progress[j.ID]; ok && old.timer != nil {
 		old.timer.Stop()
 	}
-	s.progress[j.ID] = &progressJob{ref: ProgressRef(j.ID, j.Attempt), view: ProgressView{JobID: j.ID, Piece: j.Piece}}
+	s.progress[j.ID] = &progressJob{ref: ProgressRef(j.ID, j.Attempt), every: time.Second, view: ProgressView{JobID: j.ID, Piece: j.Piece}}
 }
 
 // RenderProgress is v as text, for a platform that edits a plain status
@@ -150,6 +150,7 @@ type progressJob struct {
 	view    ProgressView
 	events  []core.ProgressEvent // told since the last write
 	last    time.Time            // the last write
+	every   time.Duration        // the least time between two writes: the thread's platform's progress.interval
 	timer   *time.Timer          // a write to come; nil when none
 	closed  bool                 // the job finished: nothing more is written
 	stopped bool                 // the job's thread takes no progress
@@ -185,7 +186,7 @@ func (s *Service) Progress(_ context.Context, ev core.ProgressEvent) {
 				}
 			}
 		}
-		pj = &progressJob{ref: ProgressRef(ev.JobID, 0), view: ProgressView{JobID: ev.JobID}}
+		pj = &progressJob{ref: ProgressRef(ev.JobID, 0), every: time.Second, view: ProgressView{JobID: ev.JobID}}
 		s.progress[ev.JobID] = pj
 	}
 	if pj.closed || pj.stopped {
@@ -202,21 +203,10 @@ func (s *Service) Progress(_ context.Context, ev core.ProgressEvent) {
 	}
 	wait := time.Duration(0)
 	if !pj.last.IsZero() {
-		wait = pj.last.Add(s.progressEvery()).Sub(s.cfg.Now())
+		wait = pj.last.Add(pj.every).Sub(s.cfg.Now())
 	}
 	task := ev.TaskID
 	pj.timer = time.AfterFunc(max(wait, 0), func() { s.writeProgress(ev.JobID, task) })
-}
-
-// progressEvery is the least time between two views of a job: the
-// longest interval of the platforms streaming (the thread's platform is
-// known only when the view is written).
-func (s *Service) progressEvery() time.Duration {
-	every := time.Second
-	for p := range s.cfg.Progress {
-		every = max(every, s.settings(p).Interval)
-	}
-	return every
 }
 
 // apply folds ev into v.
@@ -294,7 +284,11 @@ func (s *Service) writeProgress(jobID, taskID int64) {
 		s.mu.Unlock()
 		return
 	}
-	if !s.settings(task.Thread.Platform).Stream {
+	set := s.settings(task.Thread.Platform)
+	s.mu.Lock()
+	pj.every = set.Interval
+	s.mu.Unlock()
+	if !set.Stream {
 		return // the events are recorded, the thread keeps its status message
 	}
 	if view.Piece == "" {
