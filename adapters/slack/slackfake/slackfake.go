@@ -77,6 +77,27 @@ type Call struct {
 	// ("" when it sent none); conversations.replies and
 	// conversations.history answer it with include_all_metadata.
 	Metadata string
+	// Chunks is the chunks JSON a streaming call (chat.startStream,
+	// chat.appendStream, chat.stopStream) carried; At is when the fake
+	// received the call.
+	Chunks string
+	At     time.Time
+}
+
+// StreamChunk is one chunk of a streaming call.
+type StreamChunk struct {
+	Type   string `json:"type"`
+	ID     string `json:"id"`
+	Title  string `json:"title"`
+	Status string `json:"status"`
+	Text   string `json:"text"`
+}
+
+// StreamChunks returns the chunks of a streaming call, in order.
+func (c Call) StreamChunks() []StreamChunk {
+	var out []StreamChunk
+	_ = json.Unmarshal([]byte(c.Chunks), &out)
+	return out
 }
 
 // Button is a button of a recorded message's blocks.
@@ -156,6 +177,7 @@ type Server struct {
 
 	mu    sync.Mutex
 	calls []Call            // guarded by mu
+	gone  map[string]bool   // guarded by mu: messages deleted (DeleteMessage)
 	fail  map[string]string // guarded by mu: method → error code to answer
 	limit map[string]int    // guarded by mu: method → 429s to answer first
 	seq   int               // guarded by mu: last ts or file id handed out
@@ -187,7 +209,8 @@ func NewServer(t testing.TB, extra ...slacktest.Binder) *Server {
 	s := &Server{fail: map[string]string{}, limit: map[string]int{}, files: map[string][]byte{}, maxText: map[string]int{}, noBlocks: map[string]bool{},
 		members: map[string][]string{}, users: map[string]string{}, fileInfo: map[string]map[string]any{}}
 	bind := func(c slacktest.Customize) {
-		for _, m := range []string{"chat.postMessage", "chat.update", "chat.postEphemeral", "reactions.add", "reactions.remove"} {
+		for _, m := range []string{"chat.postMessage", "chat.update", "chat.postEphemeral", "reactions.add", "reactions.remove",
+			"chat.startStream", "chat.appendStream", "chat.stopStream"} {
 			c.Handle("/"+m, s.record(m))
 		}
 		c.Handle("/usergroups.users.list", func(w http.ResponseWriter, r *http.Request) {
@@ -406,15 +429,23 @@ func (s *Server) record(method string) http.HandlerFunc {
 		}
 		c := Call{Method: method, Channel: r.FormValue("channel"), TS: r.FormValue("ts"), ThreadTS: r.FormValue("thread_ts"),
 			Text: r.FormValue("text"), Name: r.FormValue("name"), Parse: r.FormValue("parse"), LinkNames: r.FormValue("link_names"), User: r.FormValue("user"),
-			Blocks: r.FormValue("blocks"), Metadata: r.FormValue("metadata")}
+			Blocks: r.FormValue("blocks"), Metadata: r.FormValue("metadata"), Chunks: r.FormValue("chunks"), At: time.Now()}
 		if method == "reactions.add" || method == "reactions.remove" {
 			c.TS = r.FormValue("timestamp")
 		}
 		s.mu.Lock()
+		if s.gone[c.TS] && (method == "chat.appendStream" || method == "chat.stopStream") {
+			s.mu.Unlock()
+			WriteJSON(w, map[string]any{"ok": false, "error": "message_not_found"})
+			return
+		}
 		s.seq++
 		ts := fmt.Sprintf("1700000100.%06d", s.seq)
-		if method == "chat.postMessage" {
+		if method == "chat.postMessage" || method == "chat.startStream" {
 			c.Posted = ts
+		}
+		if (method == "chat.appendStream" || method == "chat.stopStream") && c.TS != "" {
+			ts = c.TS
 		}
 		s.calls = append(s.calls, c)
 		s.mu.Unlock()
@@ -436,6 +467,17 @@ func (s *Server) refusesBlocks(method, blocks string) bool {
 		return true
 	}
 	return utf8.RuneCountInString(Call{Blocks: blocks}.Section()) > maxSection
+}
+
+// DeleteMessage deletes message ts, as a person may: later appends to it
+// (a streaming message) answer message_not_found.
+func (s *Server) DeleteMessage(ts string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.gone == nil {
+		s.gone = map[string]bool{}
+	}
+	s.gone[ts] = true
 }
 
 // RefuseBlocks makes every later call of method that carries blocks
