@@ -53,7 +53,7 @@ type streams struct {
 
 type sent struct {
 	steps map[string]string // chunk id → state sent
-	plan  string            // the plan title sent
+	plan  int               // the plan position sent
 	text  int               // bytes of the view's text sent
 }
 
@@ -97,9 +97,14 @@ func (s *streams) chunks(ts string, v chat.ProgressView) ([]slack.StreamChunk, f
 		next.steps[k] = st
 	}
 	var out []slack.StreamChunk
-	if title := planTitle(v); title != "" && title != old.plan {
-		out = append(out, slack.NewPlanUpdateChunk(title))
-		next.plan = title
+	// A plan update for each movement begun since the last call, even
+	// those that began and ended in between: the thread sees every one.
+	for pos := old.plan + 1; pos <= v.Current && pos <= len(v.Plan); pos++ {
+		out = append(out, slack.NewPlanUpdateChunk(planTitle(v, pos)))
+		next.plan = pos
+	}
+	if ts == "" && v.Current == 0 {
+		out = append(out, slack.NewPlanUpdateChunk(v.Piece))
 	}
 	add := func(step chat.ProgressStep) {
 		if next.steps[step.ID] == step.State {
@@ -139,13 +144,10 @@ func (s *streams) chunks(ts string, v chat.ProgressView) ([]slack.StreamChunk, f
 	}
 }
 
-// planTitle is the plan_update title of v: the movement running and its
-// place in the piece.
-func planTitle(v chat.ProgressView) string {
-	if v.Current <= 0 || v.Current > len(v.Plan) {
-		return v.Piece
-	}
-	return fmt.Sprintf("%s: %s (%s/%s)", v.Piece, v.Plan[v.Current-1].Title, strconv.Itoa(v.Current), strconv.Itoa(len(v.Plan)))
+// planTitle is the plan_update title of v at movement position pos (from
+// 1): the movement and its place in the piece.
+func planTitle(v chat.ProgressView, pos int) string {
+	return fmt.Sprintf("%s: %s (%s/%s)", v.Piece, v.Plan[pos-1].Title, strconv.Itoa(pos), strconv.Itoa(len(v.Plan)))
 }
 
 var _ chat.ProgressPoster = (*Poster)(nil)

@@ -53,7 +53,7 @@ type ProgressView struct {
 
 // Bounds of a ProgressView.
 const (
-	maxTools = 50
+	maxTools = 100
 	maxText  = 12_000
 )
 

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 
 	"github.com/baton-bot/baton/core"
@@ -23,6 +24,9 @@ const titleLimit = 80
 // "Bash: go test ./...", the tool's name and its subject otherwise.
 func ToolTitle(tool, args string) string {
 	subject := policy.Subject(tool, args)
+	if subject == args {
+		subject = mainArgument(args)
+	}
 	subject, _, _ = strings.Cut(strings.TrimSpace(subject), "\n")
 	sep := ": "
 	switch tool {
@@ -33,6 +37,25 @@ func ToolTitle(tool, args string) string {
 		return tool
 	}
 	return clipRunes(tool+sep+subject, titleLimit)
+}
+
+// titleFields are the arguments that say what a call is about, in order
+// of preference, for the tools policy.Subject does not know.
+var titleFields = []string{"pattern", "path", "url", "query", "name"}
+
+// mainArgument is the first of titleFields that args has as a string, or
+// args itself.
+func mainArgument(args string) string {
+	var m map[string]any
+	if json.Unmarshal([]byte(args), &m) != nil {
+		return args
+	}
+	for _, f := range titleFields {
+		if v, ok := m[f].(string); ok && v != "" {
+			return v
+		}
+	}
+	return args
 }
 
 // progress tells the observer, when it is a Progresser, ev; the job, the
