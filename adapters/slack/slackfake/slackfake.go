@@ -79,7 +79,7 @@ type Call struct {
 	Metadata string
 	// Chunks is the chunks JSON a streaming call (chat.startStream,
 	// chat.appendStream, chat.stopStream) carried; At is when the fake
-	// received the call.
+	// received it (zero for the other methods).
 	Chunks string
 	At     time.Time
 }
@@ -429,7 +429,10 @@ func (s *Server) record(method string) http.HandlerFunc {
 		}
 		c := Call{Method: method, Channel: r.FormValue("channel"), TS: r.FormValue("ts"), ThreadTS: r.FormValue("thread_ts"),
 			Text: r.FormValue("text"), Name: r.FormValue("name"), Parse: r.FormValue("parse"), LinkNames: r.FormValue("link_names"), User: r.FormValue("user"),
-			Blocks: r.FormValue("blocks"), Metadata: r.FormValue("metadata"), Chunks: r.FormValue("chunks"), At: time.Now()}
+			Blocks: r.FormValue("blocks"), Metadata: r.FormValue("metadata"), Chunks: r.FormValue("chunks")}
+		if strings.HasSuffix(method, "Stream") {
+			c.At = time.Now()
+		}
 		if method == "reactions.add" || method == "reactions.remove" {
 			c.TS = r.FormValue("timestamp")
 		}
