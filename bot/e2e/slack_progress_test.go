@@ -189,3 +189,35 @@ func TestSlackProgressRefused(t *testing.T) {
 		t.Errorf("%d streaming calls went through a refusing workspace", n)
 	}
 }
+
+// TestSlackProgressStreamDeleted: a person deletes the streaming message
+// mid-job; Baton starts another and ends the job there, answer included.
+func TestSlackProgressStreamDeleted(t *testing.T) {
+	w := newSlackProgressWorld(t)
+	script := progressScript(2, "Answer after the **deletion**.")
+	script[1] = script[1].After(1500 * time.Millisecond) // time to delete the stream
+	w.sys.LLM.Script(script...)
+	const root = "1700000000.000100"
+	w.send(slackfake.MentionEvent("Ev1", "U1", "<@UBATON> !piece plan-implement-verify build it", root, ""), "")
+	eventually(t, "chat.startStream", func() bool { return len(w.slack.Recorded("chat.startStream")) > 0 })
+	first := w.slack.Recorded("chat.startStream")[0].Posted
+	w.slack.DeleteMessage(first)
+	w.waitJob(root, core.JobSucceeded)
+	eventually(t, "chat.stopStream", func() bool { return len(w.slack.Recorded("chat.stopStream")) > 0 })
+
+	starts := w.slack.Recorded("chat.startStream")
+	if len(starts) != 2 {
+		t.Fatalf("%d chat.startStream calls, want the first and one after the deletion", len(starts))
+	}
+	stops := w.slack.Recorded("chat.stopStream")
+	if len(stops) != 1 || stops[0].TS != starts[1].Posted {
+		t.Fatalf("chat.stopStream calls %+v, want one, on the second stream %s", stops, starts[1].Posted)
+	}
+	answer := ""
+	for _, ch := range stops[0].StreamChunks() {
+		answer += ch.Text
+	}
+	if !strings.Contains(answer, "Answer after the *deletion*.") {
+		t.Errorf("chat.stopStream text %q, want the answer", answer)
+	}
+}
