@@ -221,3 +221,36 @@ func TestSlackProgressStreamDeleted(t *testing.T) {
 		t.Errorf("chat.stopStream text %q, want the answer", answer)
 	}
 }
+
+// TestSlackProgressRateLimited: Slack answers 429 to the appends; Baton
+// waits as told, the views that piled up meanwhile coalesce, and the
+// answer still ends the stream, once.
+func TestSlackProgressRateLimited(t *testing.T) {
+	w := newSlackProgressWorld(t)
+	w.slack.SetRetryAfter(2)
+	w.slack.RateLimit("chat.appendStream", 1)
+	w.slack.RateLimit("chat.stopStream", 1)
+	script := progressScript(20, "Answer despite the **limit**.")
+	script[2] = script[2].After(1200 * time.Millisecond) // a view between the start and the stop
+	w.sys.LLM.Script(script...)
+	const root = "1700000000.000100"
+	w.send(slackfake.MentionEvent("Ev1", "U1", "<@UBATON> !piece plan-implement-verify build it", root, ""), "")
+	w.waitJob(root, core.JobSucceeded)
+	eventually(t, "chat.stopStream", func() bool { return len(w.slack.Recorded("chat.stopStream")) > 0 })
+	stops := w.slack.Recorded("chat.stopStream")
+	answer := ""
+	for _, ch := range stops[0].StreamChunks() {
+		answer += ch.Text
+	}
+	if n := w.slack.RateLimited(); n != 2 {
+		t.Errorf("%d calls answered 429, want the 2 planned", n)
+	}
+	if len(stops) != 1 || !strings.Contains(answer, "Answer despite the *limit*.") {
+		t.Errorf("chat.stopStream calls %d, text %q: want one, with the answer", len(stops), answer)
+	}
+	for _, c := range w.slack.Recorded("chat.postMessage") {
+		if strings.Contains(c.Text, "Answer despite") {
+			t.Errorf("the answer was posted besides the stream")
+		}
+	}
+}

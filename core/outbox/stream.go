@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/baton-bot/baton/core"
 	"github.com/baton-bot/baton/core/chat"
@@ -40,6 +41,12 @@ func (d *Deliverer) progress(ctx context.Context, task core.Task, m core.OutboxM
 	cur := *st
 	d.mu.Unlock()
 	if cur.closed || (v.Version < cur.version && !v.Final) {
+		return cur.msgID, nil
+	}
+	if !v.Final && !m.CreatedAt.IsZero() && d.cfg.Now().Sub(m.CreatedAt) > staleView {
+		// Delivery fell behind (a rate limit held the thread): later
+		// views, each the whole state, follow this one, and the final
+		// one closes the message whatever was skipped.
 		return cur.msgID, nil
 	}
 	save := func(f func(st *stream)) {
@@ -122,6 +129,10 @@ func (d *Deliverer) progress(ctx context.Context, task core.Task, m core.OutboxM
 	save(func(st *stream) { st.version = v.Version })
 	return id, nil
 }
+
+// staleView is the age at which a view that is not the final one is
+// skipped rather than shown: the backlog a rate limit leaves coalesces.
+const staleView = 3 * time.Second
 
 // progressLines is how many of the last tool calls a status message
 // shows.

@@ -176,12 +176,16 @@ type Server struct {
 	srv *slacktest.Server
 
 	mu    sync.Mutex
-	calls []Call            // guarded by mu
-	gone  map[string]bool   // guarded by mu: messages deleted (DeleteMessage)
-	fail  map[string]string // guarded by mu: method → error code to answer
-	limit map[string]int    // guarded by mu: method → 429s to answer first
-	seq   int               // guarded by mu: last ts or file id handed out
-	files map[string][]byte // guarded by mu: uploaded content by file id
+	calls []Call          // guarded by mu
+	gone  map[string]bool // guarded by mu: messages deleted (DeleteMessage)
+	// retryAfter is the Retry-After of a 429 (RateLimit), in seconds;
+	// guarded by mu.
+	retryAfter string
+	limited    int               // guarded by mu: calls answered 429
+	fail       map[string]string // guarded by mu: method → error code to answer
+	limit      map[string]int    // guarded by mu: method → 429s to answer first
+	seq        int               // guarded by mu: last ts or file id handed out
+	files      map[string][]byte // guarded by mu: uploaded content by file id
 	// maxText: method → the most characters of text it accepts; longer
 	// texts are answered msg_too_long and counted in refused.
 	maxText map[string]int // guarded by mu
@@ -206,7 +210,7 @@ type Server struct {
 // routes (Socket Mode's, say) on the same server.
 func NewServer(t testing.TB, extra ...slacktest.Binder) *Server {
 	t.Helper()
-	s := &Server{fail: map[string]string{}, limit: map[string]int{}, files: map[string][]byte{}, maxText: map[string]int{}, noBlocks: map[string]bool{},
+	s := &Server{retryAfter: "7", fail: map[string]string{}, limit: map[string]int{}, files: map[string][]byte{}, maxText: map[string]int{}, noBlocks: map[string]bool{},
 		members: map[string][]string{}, users: map[string]string{}, fileInfo: map[string]map[string]any{}}
 	bind := func(c slacktest.Customize) {
 		for _, m := range []string{"chat.postMessage", "chat.update", "chat.postEphemeral", "reactions.add", "reactions.remove",
@@ -396,7 +400,8 @@ func (s *Server) failed(w http.ResponseWriter, method string) bool {
 	defer s.mu.Unlock()
 	if s.limit[method] > 0 {
 		s.limit[method]--
-		w.Header().Set("Retry-After", "7")
+		s.limited++
+		w.Header().Set("Retry-After", s.retryAfter)
 		w.WriteHeader(http.StatusTooManyRequests)
 		return true
 	}
@@ -531,11 +536,26 @@ func (s *Server) Fail(method, code string) {
 }
 
 // RateLimit makes the next n calls of method answer 429 with
-// Retry-After: 7, before any Fail.
+// Retry-After: 7 (SetRetryAfter), before any Fail.
 func (s *Server) RateLimit(method string, n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.limit[method] = n
+}
+
+// RateLimited returns how many calls were answered 429 (RateLimit).
+func (s *Server) RateLimited() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.limited
+}
+
+// SetRetryAfter sets the Retry-After, in seconds, of the 429s RateLimit
+// plans (7 by default).
+func (s *Server) SetRetryAfter(seconds int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.retryAfter = strconv.Itoa(seconds)
 }
 
 // MaxText makes a recorded method refuse a text longer than n characters
