@@ -133,7 +133,7 @@ func (s *Service) Finishing(ctx context.Context, j core.Job, fin core.Finish) []
 	if fin.To == core.JobSucceeded {
 		answer = fin.ResultSummary
 	}
-	final, live := s.finalProgress(task, j, answer)
+	final, live := s.finalProgress(ctx, task, j, answer)
 	switch fin.To {
 	case core.JobSucceeded:
 		msgs := []core.OutboxMessage{postMsg(fin.ResultSummary)}

@@ -1,11 +1,13 @@
 package chat
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/baton-bot/baton/core"
@@ -146,7 +148,10 @@ func StepMark(state string) string {
 
 // progressJob is the live progress of one running job.
 type progressJob struct {
-	ref     string // the outbox Ref of its views
+	ref string // the outbox Ref of its views
+	// writing is held while its events are written, so that two
+	// batches are recorded in the order they were told.
+	writing sync.Mutex
 	view    ProgressView
 	events  []core.ProgressEvent // told since the last write
 	last    time.Time            // the last write
@@ -154,6 +159,8 @@ type progressJob struct {
 	timer   *time.Timer          // a write to come; nil when none
 	closed  bool                 // the job finished: nothing more is written
 	stopped bool                 // the job's thread takes no progress
+	known   bool                 // the thread's platform was looked up: stream and every hold its settings
+	stream  bool                 // the thread shows live progress
 }
 
 // settings are the progress settings of platform p.
@@ -260,44 +267,60 @@ func (s *Service) writeProgress(jobID, taskID int64) {
 	ctx := context.Background()
 	s.mu.Lock()
 	pj := s.progress[jobID]
-	pj.timer = nil
 	if pj.closed || pj.stopped {
+		pj.timer = nil
 		s.mu.Unlock()
 		return
 	}
+	// pj.timer stays set until the write is done, so that no other
+	// write of the job starts meanwhile and Progress only adds to the
+	// next batch; pj.writing, taken before the events are, orders this
+	// batch before the one finalProgress writes.
 	pj.last = s.cfg.Now()
-	view, events, ref := pj.view, pj.events, pj.ref
+	pj.writing.Lock()
+	view, events, ref, known := pj.view, pj.events, pj.ref, pj.known
 	view.Plan, view.Tools = append([]ProgressStep(nil), view.Plan...), append([]ProgressStep(nil), view.Tools...)
 	pj.events = nil
 	s.mu.Unlock()
+	s.writeBatch(ctx, pj, jobID, taskID, view, events, ref, known)
+	pj.writing.Unlock()
 
-	for _, ev := range events {
-		if err := s.store.AddEvent(ctx, core.JobEvent{JobID: jobID, At: ev.At, Kind: EventProgress, Movement: ev.Movement, Detail: EncodeEvent(ev)}); err != nil {
-			s.log.Warn("recording a progress event failed", "job", jobID, "err", err)
-			break
-		}
-	}
-	task, ok := s.speaks(context.Background(), core.Job{ID: jobID, TaskID: taskID})
-	if !ok {
-		s.mu.Lock()
-		pj.stopped = true
-		s.mu.Unlock()
-		return
-	}
-	set := s.settings(task.Thread.Platform)
 	s.mu.Lock()
-	pj.every = set.Interval
-	s.mu.Unlock()
-	if !set.Stream {
-		return // the events are recorded, the thread keeps its status message
+	defer s.mu.Unlock()
+	pj.timer = nil
+	if len(pj.events) > 0 && !pj.closed && !pj.stopped {
+		wait := pj.last.Add(pj.every).Sub(s.cfg.Now())
+		pj.timer = time.AfterFunc(max(wait, 0), func() { s.writeProgress(jobID, taskID) })
 	}
-	if view.Piece == "" {
-		if j, err := s.store.Job(ctx, jobID); err == nil {
-			view.Piece = j.Piece
-			s.mu.Lock()
-			pj.view.Piece = j.Piece
-			s.mu.Unlock()
+}
+
+// writeBatch records events as job jobID's events and, when its thread
+// streams, writes view to the outbox. known says the thread's platform
+// was looked up before (pj.stream holds it).
+func (s *Service) writeBatch(ctx context.Context, pj *progressJob, jobID, taskID int64, view ProgressView, events []core.ProgressEvent, ref string, known bool) {
+	s.recordEvents(ctx, pj, jobID, events)
+	if !known {
+		task, ok := s.speaks(ctx, core.Job{ID: jobID, TaskID: taskID})
+		set := s.settings(task.Thread.Platform)
+		piece := ""
+		if ok && set.Stream && view.Piece == "" {
+			if j, err := s.store.Job(ctx, jobID); err == nil {
+				piece = j.Piece
+			}
 		}
+		s.mu.Lock()
+		pj.known, pj.stopped, pj.stream, pj.every = true, !ok, ok && set.Stream, set.Interval
+		if piece != "" {
+			pj.view.Piece = piece
+		}
+		s.mu.Unlock()
+		view.Piece = cmp.Or(view.Piece, piece)
+	}
+	s.mu.Lock()
+	stream, closed := pj.stream, pj.closed
+	s.mu.Unlock()
+	if !stream || closed {
+		return // the events are recorded; the thread keeps its status message
 	}
 	msg := core.OutboxMessage{TaskID: taskID, JobID: jobID, Kind: core.OutboxUpdate, Ref: ref,
 		Payload: Payload{Progress: &view, Buttons: s.runningMsgButtons(jobID)}.Encode()}
@@ -308,16 +331,27 @@ func (s *Service) writeProgress(jobID, taskID int64) {
 	s.cfg.Kick()
 }
 
+// recordEvents records events, told by job jobID, as its job events
+// (EventProgress); the caller holds pj.writing.
+func (s *Service) recordEvents(ctx context.Context, pj *progressJob, jobID int64, events []core.ProgressEvent) {
+	for _, ev := range events {
+		if err := s.store.AddEvent(ctx, core.JobEvent{JobID: jobID, At: ev.At, Kind: EventProgress, Movement: ev.Movement, Detail: EncodeEvent(ev)}); err != nil {
+			s.log.Warn("recording a progress event failed", "job", jobID, "err", err)
+			return
+		}
+	}
+}
+
 // finalProgress closes job j's live progress: nothing more is written for
 // it, and, when its thread's platform streams and the job told any
 // progress, the view to close its progress message with, answer the
 // job's answer ("" when it has none). ok is false when there is none to
 // close: the job's messages stay as they were.
-func (s *Service) finalProgress(task core.Task, j core.Job, answer string) (core.OutboxMessage, bool) {
+func (s *Service) finalProgress(ctx context.Context, task core.Task, j core.Job, answer string) (core.OutboxMessage, bool) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	pj, ok := s.progress[j.ID]
 	if !ok || pj.closed {
+		s.mu.Unlock()
 		return core.OutboxMessage{}, false
 	}
 	pj.closed = true
@@ -325,6 +359,16 @@ func (s *Service) finalProgress(task core.Task, j core.Job, answer string) (core
 		pj.timer.Stop()
 		pj.timer = nil
 	}
+	events := pj.events
+	pj.events = nil
+	s.mu.Unlock()
+	// The events not written yet are written now, before the job's
+	// finish: a reader of them that sees the job over has them all.
+	pj.writing.Lock()
+	s.recordEvents(ctx, pj, j.ID, events)
+	pj.writing.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if pj.stopped || !s.settings(task.Thread.Platform).Stream {
 		return core.OutboxMessage{}, false
 	}
