@@ -158,9 +158,9 @@ var _ chat.ProgressPoster = (*Poster)(nil)
 // chat.stopStream with the final view, answer as its last text. A
 // workspace that refuses the methods gets chat.ErrNoProgress, and is not
 // asked again for an hour.
-func (p *Poster) Progress(ctx context.Context, thread core.ThreadRef, msgID string, v chat.ProgressView, answer string) (string, error) {
+func (p *Poster) Progress(ctx context.Context, thread core.ThreadRef, msgID string, v chat.ProgressView, answer string) (string, bool, error) {
 	if p.streams.isRefused(thread.Team) {
-		return "", fmt.Errorf("slack workspace %s: %w", thread.Team, chat.ErrNoProgress)
+		return "", false, fmt.Errorf("slack workspace %s: %w", thread.Team, chat.ErrNoProgress)
 	}
 	chunks, sentAs := p.streams.chunks(msgID, v)
 	if v.Final && answer != "" {
@@ -188,7 +188,7 @@ func (p *Poster) Progress(ctx context.Context, thread core.ThreadRef, msgID stri
 		method = "chat.stopStream"
 		_, _, err = p.api.StopStreamContext(ctx, thread.Channel, msgID, opts...)
 	case len(chunks) == 0:
-		return msgID, nil
+		return msgID, false, nil
 	default:
 		method = "chat.appendStream"
 		_, _, err = p.api.AppendStreamContext(ctx, thread.Channel, msgID, opts...)
@@ -198,12 +198,12 @@ func (p *Poster) Progress(ctx context.Context, thread core.ThreadRef, msgID stri
 		switch {
 		case refusedStreaming[code]:
 			p.streams.refuse(thread.Team)
-			return "", fmt.Errorf("%s: %s: %w", method, code, chat.ErrNoProgress)
+			return "", false, fmt.Errorf("%s: %s: %w", method, code, chat.ErrNoProgress)
 		case goneStream[code]:
-			return "", fmt.Errorf("%s: %s: %w", method, code, chat.ErrProgressGone)
+			return "", false, fmt.Errorf("%s: %s: %w", method, code, chat.ErrProgressGone)
 		}
-		return "", classify(method, err)
+		return "", false, classify(method, err)
 	}
 	sentAs(msgID)
-	return msgID, nil
+	return msgID, v.Final && answer != "", nil
 }

@@ -51,6 +51,9 @@ type ProgressView struct {
 	// in the closing of the progress message or as posts of its own.
 	Final  bool   `json:"final,omitempty"`
 	Answer string `json:"answer,omitempty"`
+	// Every is the least time between two updates of the message
+	// (progress.interval).
+	Every time.Duration `json:"every,omitempty"`
 }
 
 // Bounds of a ProgressView.
@@ -70,7 +73,7 @@ type ProgressPoster interface {
 	// refuses live messages here (the deliverer then edits the status
 	// message instead) and with ErrProgressGone when msgID no longer
 	// takes updates (deleted: the deliverer starts another).
-	Progress(ctx context.Context, thread core.ThreadRef, msgID string, v ProgressView, answer string) (string, error)
+	Progress(ctx context.Context, thread core.ThreadRef, msgID string, v ProgressView, answer string) (id string, answered bool, err error)
 }
 
 var (
@@ -322,6 +325,9 @@ func (s *Service) writeBatch(ctx context.Context, pj *progressJob, jobID, taskID
 	if !stream || closed {
 		return // the events are recorded; the thread keeps its status message
 	}
+	s.mu.Lock()
+	view.Every = pj.every
+	s.mu.Unlock()
 	msg := core.OutboxMessage{TaskID: taskID, JobID: jobID, Kind: core.OutboxUpdate, Ref: ref,
 		Payload: Payload{Progress: &view, Buttons: s.runningMsgButtons(jobID)}.Encode()}
 	if err := s.store.AddOutbox(ctx, msg); err != nil {
@@ -374,7 +380,7 @@ func (s *Service) finalProgress(ctx context.Context, task core.Task, j core.Job,
 	}
 	v := pj.view
 	v.Version++
-	v.Final, v.Answer, v.Approval = true, answer, ""
+	v.Final, v.Answer, v.Approval, v.Every = true, answer, "", pj.every
 	if v.Piece == "" {
 		v.Piece = j.Piece
 	}

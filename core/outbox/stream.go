@@ -17,7 +17,8 @@ type stream struct {
 	version  int64  // the newest view shown
 	fallback bool   // the platform refused live messages: the status message shows the views
 	closed   bool   // the final view was delivered: later views are stale
-	answered bool   // the final view's answer was shown in the closing
+	stopped  bool   // the final view closed the live message
+	shown    bool   // ... with the answer in it
 }
 
 // progress shows view v of outbox message m: in the run's live message
@@ -62,7 +63,7 @@ func (d *Deliverer) progress(ctx context.Context, task core.Task, m core.OutboxM
 			answer = v.Answer
 		}
 		msgID := cur.msgID
-		if msgID == "" && !cur.answered {
+		if msgID == "" && !cur.stopped {
 			// A deliverer that restarted goes on with the message an
 			// earlier one started.
 			if id, err := d.store.RefMessage(ctx, task.ID, m.Ref); err == nil {
@@ -70,13 +71,14 @@ func (d *Deliverer) progress(ctx context.Context, task core.Task, m core.OutboxM
 			}
 		}
 		var id string
+		answered := false
 		err := error(nil)
-		if !(v.Final && cur.answered) {
-			err = d.pace.do(ctx, task.Thread, d.cfg.Now, lim.Every, func() (err error) {
-				id, err = pp.Progress(ctx, task.Thread, msgID, v, answer)
+		if !(v.Final && cur.stopped) {
+			err = d.pace.do(ctx, task.Thread, d.cfg.Now, max(lim.Every, v.Every), func() (err error) {
+				id, answered, err = pp.Progress(ctx, task.Thread, msgID, v, answer)
 				if errors.Is(err, chat.ErrProgressGone) && msgID != "" {
 					d.log.Info("the progress message is gone; starting another", "task_id", task.ID, "job_id", m.JobID)
-					id, err = pp.Progress(ctx, task.Thread, "", v, answer)
+					id, answered, err = pp.Progress(ctx, task.Thread, "", v, answer)
 				}
 				return err
 			})
@@ -91,16 +93,20 @@ func (d *Deliverer) progress(ctx context.Context, task core.Task, m core.OutboxM
 			if id == "" {
 				id = cur.msgID
 			}
+			shown := answered
+			if cur.stopped { // an earlier try closed it; only the answer's post is left
+				id, shown = cur.msgID, cur.shown
+			}
 			save(func(st *stream) {
 				st.msgID, st.version = id, v.Version
 				if v.Final {
-					st.answered = true // closed; the answer, if any, went with it or goes below
+					st.stopped, st.shown = true, shown
 				}
 			})
 			if !v.Final {
 				return id, nil
 			}
-			if answer == "" && v.Answer != "" {
+			if !shown && v.Answer != "" {
 				if _, err := d.post(ctx, task.Thread, m, v.Answer, nil); err != nil {
 					return "", fmt.Errorf("post the answer of job %d: %w", m.JobID, err)
 				}
