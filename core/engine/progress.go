@@ -36,7 +36,7 @@ func ToolTitle(tool, args string) string {
 	if subject == "" || subject == "{}" {
 		return tool
 	}
-	return clipRunes(tool+sep+subject, titleLimit)
+	return clipRunes(tool+sep+subject, titleLimit-1) // the ellipsis makes titleLimit
 }
 
 // titleFields are the arguments that say what a call is about, in order

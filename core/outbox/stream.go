@@ -36,6 +36,13 @@ func (d *Deliverer) progress(ctx context.Context, task core.Task, m core.OutboxM
 	}
 	st, ok := d.streams[m.Ref]
 	if !ok {
+		if len(d.streams) >= pruneAt {
+			for ref, old := range d.streams {
+				if old.closed {
+					delete(d.streams, ref)
+				}
+			}
+		}
 		st = &stream{}
 		d.streams[m.Ref] = st
 	}
