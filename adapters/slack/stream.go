@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -179,6 +180,9 @@ func (p *Poster) Progress(ctx context.Context, thread core.ThreadRef, msgID stri
 		if thread.Team != "" {
 			o = append(o, slack.MsgOptionRecipientTeamID(thread.Team))
 		}
+		if user, ok := strings.CutPrefix(v.Owner, "slack:"); ok && user != "" {
+			o = append(o, slack.MsgOptionRecipientUserID(user))
+		}
 		_, msgID, err = p.api.StartStreamContext(ctx, thread.Channel, append(o, opts...)...)
 		if err == nil && v.Final {
 			method = "chat.stopStream"
@@ -196,7 +200,9 @@ func (p *Poster) Progress(ctx context.Context, thread core.ThreadRef, msgID stri
 	if err != nil {
 		code := slackError(err)
 		switch {
-		case refusedStreaming[code]:
+		case refusedStreaming[code] || (method == "chat.startStream" && code != "" && !goneStream[code]):
+			// A stream Slack will not start, whatever the reason it
+			// names, is a refusal: the status message shows the job.
 			p.streams.refuse(thread.Team)
 			return "", false, fmt.Errorf("%s: %s: %w", method, code, chat.ErrNoProgress)
 		case goneStream[code]:

@@ -61,6 +61,9 @@ func TestSlackProgressStreams(t *testing.T) {
 	if n := len(w.slack.Recorded("chat.startStream")); n != 1 {
 		t.Fatalf("%d chat.startStream calls, want one: %+v", n, calls)
 	}
+	if calls[0].User != "U1" {
+		t.Errorf("the stream is for %q, want the requester U1", calls[0].User)
+	}
 	if calls[0].Method != "chat.startStream" || calls[0].ThreadTS != root || calls[0].Channel != "C1" {
 		t.Errorf("first streaming call %s in %s thread %q, want chat.startStream in C1 thread %s", calls[0].Method, calls[0].Channel, calls[0].ThreadTS, root)
 	}

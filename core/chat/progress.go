@@ -54,6 +54,9 @@ type ProgressView struct {
 	// Every is the least time between two updates of the message
 	// (progress.interval).
 	Every time.Duration `json:"every,omitempty"`
+	// Owner is the task's requester (core.Task.OwnerUser), set by the
+	// deliverer: the person a platform streams the message to.
+	Owner string `json:"-"`
 }
 
 // Bounds of a ProgressView.

@@ -30,6 +30,7 @@ type stream struct {
 // (split or uploaded as any post).
 func (d *Deliverer) progress(ctx context.Context, task core.Task, m core.OutboxMessage, p chat.Payload) (string, error) {
 	v := *p.Progress
+	v.Owner = task.OwnerUser
 	d.mu.Lock()
 	if d.streams == nil {
 		d.streams = map[string]*stream{}

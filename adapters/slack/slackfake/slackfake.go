@@ -66,7 +66,7 @@ type Call struct {
 	Name      string // reaction, file name or file id
 	Parse     string
 	LinkNames string
-	User      string // chat.postEphemeral
+	User      string // chat.postEphemeral; chat.startStream's recipient_user_id
 	// Posted is the ts a chat.postMessage was answered with: the new
 	// message's, which later edits (TS) and clicks on it name.
 	Posted string
@@ -437,6 +437,9 @@ func (s *Server) record(method string) http.HandlerFunc {
 			Blocks: r.FormValue("blocks"), Metadata: r.FormValue("metadata"), Chunks: r.FormValue("chunks")}
 		if strings.HasSuffix(method, "Stream") {
 			c.At = time.Now()
+		}
+		if method == "chat.startStream" {
+			c.User = r.FormValue("recipient_user_id")
 		}
 		if method == "reactions.add" || method == "reactions.remove" {
 			c.TS = r.FormValue("timestamp")
