@@ -57,6 +57,23 @@ type Config struct {
 	Access     AccessConfig     `yaml:"access"`
 	Approvals  ApprovalsConfig  `yaml:"approvals"`
 	MCP        MCPConfig        `yaml:"mcp"`
+
+	Progress ProgressConfig `yaml:"progress"`
+}
+
+// ProgressConfig is how each chat platform shows a running job's
+// progress: one live message (Slack's streaming message, Discord's edited
+// progress message) rather than the status message edited now and then.
+type ProgressConfig struct {
+	Slack   PlatformProgress `yaml:"slack"`
+	Discord PlatformProgress `yaml:"discord"`
+}
+
+// PlatformProgress is one platform's live progress: on or off, and the
+// least time between two updates of a job's progress there.
+type PlatformProgress struct {
+	Stream   bool          `yaml:"stream"`
+	Interval time.Duration `yaml:"interval"`
 }
 
 // LLMConfig is the OpenAI-compatible endpoint and its limits.
@@ -401,6 +418,11 @@ func DefaultConfig() Config {
 			Rules:     []ApprovalRule{},
 		},
 		MCP: MCPConfig{MaxTools: 40, Servers: map[string]MCPServer{}},
+
+		Progress: ProgressConfig{
+			Slack:   PlatformProgress{Stream: true, Interval: time.Second},
+			Discord: PlatformProgress{Stream: true, Interval: 2 * time.Second},
+		},
 	}
 }
 
@@ -1112,6 +1134,8 @@ func (c Config) Validate() error {
 	v.oneOf("access.answer_by", c.Access.AnswerBy, "participants", "owner")
 
 	v.duration("approvals.timeout", c.Approvals.Timeout)
+	v.duration("progress.slack.interval", c.Progress.Slack.Interval)
+	v.duration("progress.discord.interval", c.Progress.Discord.Interval)
 	for _, e := range append(c.Approvals.problems(), c.MCP.problems()...) {
 		v.errs = append(v.errs, e)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/baton-bot/baton/core"
 	"io"
 	"log/slog"
 	"os"
@@ -236,6 +237,14 @@ func (o observers) Observe(ctx context.Context, s engine.Status) {
 }
 
 func (o observers) Step(ctx context.Context, s engine.Step) { o.steps.Step(ctx, s) }
+
+// Progress passes a progress event to the status observer when it takes
+// them.
+func (o observers) Progress(ctx context.Context, ev core.ProgressEvent) {
+	if p, ok := o.status.(engine.Progresser); ok {
+		p.Progress(ctx, ev)
+	}
+}
 
 // Question passes an MCP server's question to the status observer when it
 // can put one in the thread.

@@ -478,7 +478,7 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger, opts systemOpt
 	if opts.converse || opts.decide {
 		sys.chat = chat.NewService(sys.store, sys.queue, chat.Config{
 			DefaultPiece: cfg.DefaultPiece, Pieces: sys.pieces, MCP: sys.chatMCP(), Locale: cfg.Locale, MaxFileBytes: cfg.Files.MaxBytes,
-			Access: chatAccess(cfg), Kick: sys.kick, Logger: log, Tracer: sys.tracer,
+			Access: chatAccess(cfg), Kick: sys.kick, Logger: log, Tracer: sys.tracer, Progress: chatProgress(cfg),
 		})
 		if opts.converse {
 			observer, notifier = sys.chat, sys.chat
@@ -667,4 +667,12 @@ func (s *system) Close() error {
 	}
 	s.closers = nil
 	return errors.Join(errs...)
+}
+
+// chatProgress is the live progress of each chat platform (progress:).
+func chatProgress(cfg Config) map[core.Platform]chat.ProgressSettings {
+	return map[core.Platform]chat.ProgressSettings{
+		core.PlatformSlack:   {Stream: cfg.Progress.Slack.Stream, Interval: cfg.Progress.Slack.Interval},
+		core.PlatformDiscord: {Stream: cfg.Progress.Discord.Stream, Interval: cfg.Progress.Discord.Interval},
+	}
 }

@@ -63,6 +63,7 @@ type Store interface {
 	RecentComments(ctx context.Context, taskID int64, n int) ([]core.Comment, error)
 	ApprovalByID(ctx context.Context, id int64) (core.Approval, error)
 	PendingApprovals(ctx context.Context, taskID int64) ([]core.Approval, error)
+	Events(ctx context.Context, jobID int64) ([]core.JobEvent, error)
 }
 
 var _ Store = (core.Store)(nil)
@@ -128,6 +129,7 @@ var routes = []route{
 	{"POST", "/api/tasks/{id}/abort", (*API).abort, request{}, taskView{}},
 	{"POST", "/api/tasks/{id}/approvals/{approval}", (*API).decide, decisionRequest{}, taskView{}},
 	{"GET", "/api/tasks/{id}/files", (*API).files, nil, fileList{}},
+	{"GET", "/api/tasks/{id}/events", (*API).events, nil, nil},
 	{"GET", "/api/tasks/{id}/files/{folder}/{path...}", (*API).download, nil, nil},
 	{"GET", "/api/openapi.json", (*API).openAPI, nil, nil},
 }

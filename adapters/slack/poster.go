@@ -29,7 +29,8 @@ var limits = chat.Limits{Post: 3000, Update: 3800, MaxParts: 4, Every: time.Seco
 // them to mrkdwn; Slack's own link parsing and @name linking are off, so
 // nothing in a text can ping a channel.
 type Poster struct {
-	api *slack.Client
+	api     *slack.Client
+	streams streams
 }
 
 var (
@@ -41,7 +42,7 @@ var (
 // NewPoster returns a Poster that calls the Web API at cfg.APIURL (Slack's
 // own when empty) with cfg.BotToken.
 func NewPoster(cfg Config) *Poster {
-	return &Poster{api: newClient(cfg)}
+	return &Poster{api: newClient(cfg), streams: streams{now: time.Now}}
 }
 
 func newClient(cfg Config) *slack.Client {

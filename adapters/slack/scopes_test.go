@@ -25,10 +25,14 @@ var webAPIScopes = map[string]struct {
 	method string
 	scopes []string
 }{
-	"AuthTestContext":       {"auth.test", nil},
-	"PostMessageContext":    {"chat.postMessage", []string{"chat:write"}},
-	"PostEphemeralContext":  {"chat.postEphemeral", []string{"chat:write"}},
-	"UpdateMessageContext":  {"chat.update", []string{"chat:write"}},
+	"AuthTestContext":      {"auth.test", nil},
+	"PostMessageContext":   {"chat.postMessage", []string{"chat:write"}},
+	"PostEphemeralContext": {"chat.postEphemeral", []string{"chat:write"}},
+	"UpdateMessageContext": {"chat.update", []string{"chat:write"}},
+	// A job's live progress: one streaming message.
+	"StartStreamContext":    {"chat.startStream", []string{"chat:write"}},
+	"AppendStreamContext":   {"chat.appendStream", []string{"chat:write"}},
+	"StopStreamContext":     {"chat.stopStream", []string{"chat:write"}},
 	"AddReactionContext":    {"reactions.add", []string{"reactions:write"}},
 	"RemoveReactionContext": {"reactions.remove", []string{"reactions:write"}},
 	// A thread's history, in every kind of conversation Baton works in:

@@ -64,6 +64,9 @@ type stackOptions struct {
 	MCPMaxTools int
 	// Logger, when set, is the engine's and the MCP servers' log.
 	Logger *slog.Logger
+	// Progress is the live progress of each platform (none: the status
+	// message alone).
+	Progress map[core.Platform]chat.ProgressSettings
 }
 
 // stackExternals gives the engine the MCP servers' tools, as bot does.
@@ -113,7 +116,7 @@ func startStack(t testing.TB, opts stackOptions) *system {
 	}
 	q := queue.NewMemory(queue.Options{Lease: 5 * time.Second})
 	stops = append(stops, func() { q.Close() })
-	svc := chat.NewService(st, q, chat.Config{DefaultPiece: "chat", Pieces: lib, Access: opts.Access, MaxFileBytes: opts.MaxFileBytes})
+	svc := chat.NewService(st, q, chat.Config{DefaultPiece: "chat", Pieces: lib, Access: opts.Access, MaxFileBytes: opts.MaxFileBytes, Progress: opts.Progress})
 	ecfg := engine.Config{Model: "m", ContextWindow: 100000, Observer: svc,
 		Gate: policy.New(opts.Rules, st), ApprovalTimeout: opts.ApprovalTimeout, Logger: opts.Logger}
 	if len(opts.MCP) > 0 {

@@ -132,6 +132,9 @@ type Payload struct {
 	MsgID   string   `json:"msg_id,omitempty"`
 	Path    string   `json:"path,omitempty"` // absolute path of an upload
 	Name    string   `json:"name,omitempty"` // the file's name on the platform
+	// Progress, on an update, is a job's live progress (ProgressView)
+	// rather than a text.
+	Progress *ProgressView `json:"progress,omitempty"`
 }
 
 // Encode returns the payload's JSON.

@@ -50,9 +50,12 @@ func statusMsg(text string) core.OutboxMessage {
 // runningMsg is the status of job jobID while it runs, with its Stop
 // button.
 func (s *Service) runningMsg(jobID int64, text string) core.OutboxMessage {
-	return core.OutboxMessage{Kind: core.OutboxUpdate, Payload: Payload{Text: text, Buttons: []Button{
-		{Action: actionStop + ":" + strconv.FormatInt(jobID, 10), Label: s.say("button_stop"), Style: StyleDanger},
-	}}.Encode()}
+	return core.OutboxMessage{Kind: core.OutboxUpdate, Payload: Payload{Text: text, Buttons: s.runningMsgButtons(jobID)}.Encode()}
+}
+
+// runningMsgButtons are the buttons of job jobID's status while it runs.
+func (s *Service) runningMsgButtons(jobID int64) []Button {
+	return []Button{{Action: actionStop + ":" + strconv.FormatInt(jobID, 10), Label: s.say("button_stop"), Style: StyleDanger}}
 }
 
 // compact drops empty messages and fills task and job.
@@ -92,6 +95,7 @@ func (s *Service) postJob(ctx context.Context, j core.Job, text string, more ...
 // Claimed implements worker.Notifier: 👀 on the message that started the
 // job, and its status message.
 func (s *Service) Claimed(ctx context.Context, j core.Job) []core.OutboxMessage {
+	s.startProgress(j)
 	if _, ok := s.speaks(ctx, j); !ok {
 		return nil
 	}
@@ -125,19 +129,27 @@ func (s *Service) Finishing(ctx context.Context, j core.Job, fin core.Finish) []
 		return nil
 	}
 	id := strconv.FormatInt(j.ID, 10)
+	answer := ""
+	if fin.To == core.JobSucceeded {
+		answer = fin.ResultSummary
+	}
+	final, live := s.finalProgress(ctx, task, j, answer)
 	switch fin.To {
 	case core.JobSucceeded:
 		msgs := []core.OutboxMessage{postMsg(fin.ResultSummary)}
+		if live {
+			msgs[0] = final // the answer closes the progress message
+		}
 		msgs = append(msgs, s.uploads(task, j)...)
 		msgs = append(msgs, unreact(j.TriggerMsgID, EmojiClaimed), react(j.TriggerMsgID, EmojiDone), statusMsg(s.say("done", "job", id)))
 		return compact(j, msgs...)
 	case core.JobWaitingHuman:
-		return compact(j, postMsg(fin.Question), statusMsg(s.say("asking")))
+		return compact(j, final, postMsg(fin.Question), statusMsg(s.say("asking")))
 	case core.JobWaitingApproval:
 		if fin.Approval == nil {
 			return nil
 		}
-		return compact(j, s.approvalMsgs(j, *fin.Approval)...)
+		return compact(j, append([]core.OutboxMessage{final}, s.approvalMsgs(j, *fin.Approval)...)...)
 	case core.JobWaitingSubtasks:
 		var list strings.Builder
 		for _, c := range fin.Children {
@@ -146,7 +158,7 @@ func (s *Service) Finishing(ctx context.Context, j core.Job, fin core.Finish) []
 				list.WriteString("\n  • " + t.Title)
 			}
 		}
-		return compact(j, statusMsg(s.say("waiting_children", "n", strconv.Itoa(len(fin.Children)), "children", list.String())))
+		return compact(j, final, statusMsg(s.say("waiting_children", "n", strconv.Itoa(len(fin.Children)), "children", list.String())))
 	case core.JobFailed:
 		reason := fin.Error
 		if reason == "" {
@@ -159,14 +171,14 @@ func (s *Service) Finishing(ctx context.Context, j core.Job, fin core.Finish) []
 		failed := core.OutboxMessage{Kind: core.OutboxPost, Payload: Payload{Text: text, Buttons: []Button{
 			{Action: actionRetry + ":" + id, Label: s.say("button_retry"), Style: StylePrimary},
 		}}.Encode()}
-		return compact(j, failed, unreact(j.TriggerMsgID, EmojiClaimed), react(j.TriggerMsgID, EmojiFailed), statusMsg(text))
+		return compact(j, final, failed, unreact(j.TriggerMsgID, EmojiClaimed), react(j.TriggerMsgID, EmojiFailed), statusMsg(text))
 	case core.JobAborted:
 		who := "someone"
 		if cur, err := s.store.Job(ctx, j.ID); err == nil && cur.AbortedBy != "" {
 			who = mentionID(cur.AbortedBy)
 		}
 		text := s.say("aborted", "job", id, "who", who)
-		return compact(j, postMsg(text), unreact(j.TriggerMsgID, EmojiClaimed), react(j.TriggerMsgID, EmojiFailed), statusMsg(text))
+		return compact(j, final, postMsg(text), unreact(j.TriggerMsgID, EmojiClaimed), react(j.TriggerMsgID, EmojiFailed), statusMsg(text))
 	}
 	return nil
 }
@@ -298,8 +310,9 @@ func (s *Service) Observe(ctx context.Context, st engine.Status) {
 	}
 	s.mu.Unlock()
 	j := core.Job{ID: st.JobID, TaskID: st.TaskID}
-	if _, ok := s.speaks(ctx, j); !ok {
-		return
+	task, ok := s.speaks(ctx, j)
+	if !ok || s.streaming(task.Thread.Platform) {
+		return // the progress message shows it (Progress)
 	}
 	elapsed := "-"
 	if !st.Started.IsZero() {

@@ -74,9 +74,13 @@ type Config struct {
 	MaxFileBytes int64
 	// Kick, when set, is called after the outbox was written, to wake the
 	// deliverers.
-	Kick   func()
-	Now    func() time.Time
-	Logger *slog.Logger
+	Kick func()
+	// Progress is each platform's live progress (progress.stream,
+	// progress.interval); a platform not in it keeps the edited status
+	// message alone.
+	Progress map[core.Platform]ProgressSettings
+	Now      func() time.Time
+	Logger   *slog.Logger
 	// Tracer starts a trace for each message; a job the message creates
 	// carries it to the worker (core.EventTrace). nil: no tracing.
 	Tracer core.Tracer
@@ -90,7 +94,8 @@ type Service struct {
 	log      *slog.Logger
 
 	mu       sync.Mutex
-	statusAt map[int64]time.Time // guarded by mu: when each job's status was last written
+	statusAt map[int64]time.Time    // guarded by mu: when each job's status was last written
+	progress map[int64]*progressJob // guarded by mu: the live progress of each job
 }
 
 // NewService returns the conversation service over store and queue.

@@ -180,6 +180,7 @@ func (m *movement) compact(ctx context.Context) error {
 	}
 	_ = pr.event(ctx, "context_compacted", m.mv.Name, detail)
 	pr.observe(ctx)
+	pr.progress(ctx, core.ProgressEvent{Kind: core.ProgressCompaction, Movement: m.mv.Name})
 	if m.meter.ratio() > c.Target {
 		// Another round would summarise the same large results again:
 		// ask for the wrap-up instead.

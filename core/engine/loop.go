@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/baton-bot/baton/core"
 	"strconv"
 	"strings"
 	"time"
@@ -217,14 +218,7 @@ func (m *movement) loop(ctx context.Context) (outcome, error) {
 		pr.step(ctx, Step{Kind: StepThinking})
 		start := time.Now()
 		req := llm.Request{Model: model, Messages: m.msgs, Tools: m.defs, MaxTokens: e.cfg.MaxOutputTokens, ToolChoice: llm.ToolChoiceAuto}
-		if f := e.cfg.OnText; f != nil {
-			id := pr.job.ID
-			req.OnText = func(delta string) { f(id, delta) }
-		}
-		if f := e.cfg.OnTextRestart; f != nil {
-			id := pr.job.ID
-			req.OnRestart = func() { f(id) }
-		}
+		req.OnText, req.OnRestart = pr.textHooks(ctx)
 		resp, err := m.complete(ctx, req)
 		if e.cfg.Meter != nil {
 			e.cfg.Meter.LLMCall(model, time.Since(start), resp.Usage, err)
@@ -490,8 +484,11 @@ func (m *movement) callTool(ctx context.Context, call llm.ToolCall) (tools.Resul
 	}
 	if !refused {
 		pr.step(ctx, Step{Kind: StepTool, Tool: call.Name, Subject: policy.Subject(call.Name, call.Arguments)})
+		title := ToolTitle(call.Name, call.Arguments)
+		pr.progress(ctx, core.ProgressEvent{Kind: core.ProgressToolStarted, CallID: call.ID, Title: title})
 		start, asked := time.Now(), len(pr.egressAsked())
 		res = tools.Safe(ctx, t, env, args)
+		pr.progress(ctx, core.ProgressEvent{Kind: core.ProgressToolFinished, CallID: call.ID, Title: title, Failed: res.IsError})
 		if e.cfg.Meter != nil {
 			label := call.Name
 			if l, ok := t.(interface{ MeterLabel() string }); ok {

@@ -161,6 +161,7 @@ func (pr *pieceRun) run(ctx context.Context) (core.Finish, error) {
 		pending = nil
 		pr.observe(ctx)
 		pr.step(ctx, Step{Kind: StepMovement})
+		pr.progress(ctx, core.ProgressEvent{Kind: core.ProgressMovementStarted, Movement: name})
 
 		// The movement's first prompts; shrink > 0 rebuilds them with the
 		// enriched instruction's caps halved that many times, for a first
@@ -191,6 +192,7 @@ func (pr *pieceRun) run(ctx context.Context) (core.Finish, error) {
 			// The movement stops at a call that waits for a person; it
 			// is not over, and resumes from p.checkpoint.
 			a := p.approval
+			pr.progress(ctx, core.ProgressEvent{Kind: core.ProgressApproval, Movement: name, Title: ToolTitle(a.Tool, a.Subject)})
 			return core.Finish{To: core.JobWaitingApproval, ResumeMovement: name, Approval: &a, Checkpoint: p.checkpoint,
 				ResultSummary: a.Tool + ": " + clipRunes(a.Subject, 200)}, nil
 		}
@@ -205,6 +207,7 @@ func (pr *pieceRun) run(ctx context.Context) (core.Finish, error) {
 			detail += " (" + out.Forced + ")"
 		}
 		pending = append(pending, jobEvent("movement_finished", name, detail))
+		pr.progress(ctx, core.ProgressEvent{Kind: core.ProgressMovementEnded, Movement: name})
 
 		pr.recordLesson(name, out)
 		pr.state.Handover = ""

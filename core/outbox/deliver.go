@@ -43,6 +43,9 @@ func (d *Deliverer) send(ctx context.Context, task core.Task, m core.OutboxMessa
 	case core.OutboxPost:
 		return d.post(ctx, task.Thread, m, p.Text, p.Buttons)
 	case core.OutboxUpdate:
+		if p.Progress != nil {
+			return d.progress(ctx, task, m, p)
+		}
 		return d.update(ctx, task, m, p)
 	case core.OutboxReact, core.OutboxUnreact:
 		return d.react(ctx, task.Thread, p, m.Kind == core.OutboxUnreact)

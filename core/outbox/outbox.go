@@ -174,6 +174,9 @@ type Deliverer struct {
 	// delivered before a failure, so that a retry goes on from there
 	// instead of posting the first parts again; guarded by mu.
 	parts map[int64]progress
+	// streams holds the live progress messages by outbox Ref; guarded
+	// by mu.
+	streams map[string]*stream
 }
 
 // progress is a split post delivered in part.

@@ -138,6 +138,15 @@ type Message struct {
 	// Discord to enforce it.
 	Nonce        string
 	EnforceNonce bool
+	// Embeds are the embeds sent (none: nil); At is when the fake got a
+	// message with embeds (zero for the others).
+	Embeds []Embed
+	At     time.Time
+}
+
+// Embed is an embed of a message.
+type Embed struct {
+	Title, Description string
 }
 
 // Buttons returns the buttons of all of m's rows, in order.
@@ -541,6 +550,10 @@ func decodeMessage(r *http.Request) (Message, []byte) {
 		Components   json.RawMessage `json:"components"`
 		Nonce        string          `json:"nonce"`
 		EnforceNonce bool            `json:"enforce_nonce"`
+		Embeds       []struct {
+			Title       string `json:"title"`
+			Description string `json:"description"`
+		} `json:"embeds"`
 	}
 	var raw []byte
 	s := Message{Files: map[string]string{}}
@@ -565,6 +578,10 @@ func decodeMessage(r *http.Request) (Message, []byte) {
 		json.Unmarshal(raw, &body)
 	}
 	s.Content, s.Nonce, s.EnforceNonce = body.Content, body.Nonce, body.EnforceNonce
+	for _, e := range body.Embeds {
+		s.Embeds = append(s.Embeds, Embed{Title: e.Title, Description: e.Description})
+		s.At = time.Now()
+	}
 	if body.AllowedMentions != nil {
 		s.HasAllowed, s.Parse = true, body.AllowedMentions.Parse
 	}

@@ -66,7 +66,7 @@ type Call struct {
 	Name      string // reaction, file name or file id
 	Parse     string
 	LinkNames string
-	User      string // chat.postEphemeral
+	User      string // chat.postEphemeral; chat.startStream's recipient_user_id
 	// Posted is the ts a chat.postMessage was answered with: the new
 	// message's, which later edits (TS) and clicks on it name.
 	Posted string
@@ -77,6 +77,27 @@ type Call struct {
 	// ("" when it sent none); conversations.replies and
 	// conversations.history answer it with include_all_metadata.
 	Metadata string
+	// Chunks is the chunks JSON a streaming call (chat.startStream,
+	// chat.appendStream, chat.stopStream) carried; At is when the fake
+	// received it (zero for the other methods).
+	Chunks string
+	At     time.Time
+}
+
+// StreamChunk is one chunk of a streaming call.
+type StreamChunk struct {
+	Type   string `json:"type"`
+	ID     string `json:"id"`
+	Title  string `json:"title"`
+	Status string `json:"status"`
+	Text   string `json:"text"`
+}
+
+// StreamChunks returns the chunks of a streaming call, in order.
+func (c Call) StreamChunks() []StreamChunk {
+	var out []StreamChunk
+	_ = json.Unmarshal([]byte(c.Chunks), &out)
+	return out
 }
 
 // Button is a button of a recorded message's blocks.
@@ -155,11 +176,16 @@ type Server struct {
 	srv *slacktest.Server
 
 	mu    sync.Mutex
-	calls []Call            // guarded by mu
-	fail  map[string]string // guarded by mu: method → error code to answer
-	limit map[string]int    // guarded by mu: method → 429s to answer first
-	seq   int               // guarded by mu: last ts or file id handed out
-	files map[string][]byte // guarded by mu: uploaded content by file id
+	calls []Call          // guarded by mu
+	gone  map[string]bool // guarded by mu: messages deleted (DeleteMessage)
+	// retryAfter is the Retry-After of a 429 (RateLimit), in seconds;
+	// guarded by mu.
+	retryAfter string
+	limited    int               // guarded by mu: calls answered 429
+	fail       map[string]string // guarded by mu: method → error code to answer
+	limit      map[string]int    // guarded by mu: method → 429s to answer first
+	seq        int               // guarded by mu: last ts or file id handed out
+	files      map[string][]byte // guarded by mu: uploaded content by file id
 	// maxText: method → the most characters of text it accepts; longer
 	// texts are answered msg_too_long and counted in refused.
 	maxText map[string]int // guarded by mu
@@ -184,10 +210,11 @@ type Server struct {
 // routes (Socket Mode's, say) on the same server.
 func NewServer(t testing.TB, extra ...slacktest.Binder) *Server {
 	t.Helper()
-	s := &Server{fail: map[string]string{}, limit: map[string]int{}, files: map[string][]byte{}, maxText: map[string]int{}, noBlocks: map[string]bool{},
+	s := &Server{retryAfter: "7", fail: map[string]string{}, limit: map[string]int{}, files: map[string][]byte{}, maxText: map[string]int{}, noBlocks: map[string]bool{},
 		members: map[string][]string{}, users: map[string]string{}, fileInfo: map[string]map[string]any{}}
 	bind := func(c slacktest.Customize) {
-		for _, m := range []string{"chat.postMessage", "chat.update", "chat.postEphemeral", "reactions.add", "reactions.remove"} {
+		for _, m := range []string{"chat.postMessage", "chat.update", "chat.postEphemeral", "reactions.add", "reactions.remove",
+			"chat.startStream", "chat.appendStream", "chat.stopStream"} {
 			c.Handle("/"+m, s.record(m))
 		}
 		c.Handle("/usergroups.users.list", func(w http.ResponseWriter, r *http.Request) {
@@ -373,7 +400,8 @@ func (s *Server) failed(w http.ResponseWriter, method string) bool {
 	defer s.mu.Unlock()
 	if s.limit[method] > 0 {
 		s.limit[method]--
-		w.Header().Set("Retry-After", "7")
+		s.limited++
+		w.Header().Set("Retry-After", s.retryAfter)
 		w.WriteHeader(http.StatusTooManyRequests)
 		return true
 	}
@@ -406,15 +434,29 @@ func (s *Server) record(method string) http.HandlerFunc {
 		}
 		c := Call{Method: method, Channel: r.FormValue("channel"), TS: r.FormValue("ts"), ThreadTS: r.FormValue("thread_ts"),
 			Text: r.FormValue("text"), Name: r.FormValue("name"), Parse: r.FormValue("parse"), LinkNames: r.FormValue("link_names"), User: r.FormValue("user"),
-			Blocks: r.FormValue("blocks"), Metadata: r.FormValue("metadata")}
+			Blocks: r.FormValue("blocks"), Metadata: r.FormValue("metadata"), Chunks: r.FormValue("chunks")}
+		if strings.HasSuffix(method, "Stream") {
+			c.At = time.Now()
+		}
+		if method == "chat.startStream" {
+			c.User = r.FormValue("recipient_user_id")
+		}
 		if method == "reactions.add" || method == "reactions.remove" {
 			c.TS = r.FormValue("timestamp")
 		}
 		s.mu.Lock()
+		if s.gone[c.TS] && (method == "chat.appendStream" || method == "chat.stopStream") {
+			s.mu.Unlock()
+			WriteJSON(w, map[string]any{"ok": false, "error": "message_not_found"})
+			return
+		}
 		s.seq++
 		ts := fmt.Sprintf("1700000100.%06d", s.seq)
-		if method == "chat.postMessage" {
+		if method == "chat.postMessage" || method == "chat.startStream" {
 			c.Posted = ts
+		}
+		if (method == "chat.appendStream" || method == "chat.stopStream") && c.TS != "" {
+			ts = c.TS
 		}
 		s.calls = append(s.calls, c)
 		s.mu.Unlock()
@@ -436,6 +478,17 @@ func (s *Server) refusesBlocks(method, blocks string) bool {
 		return true
 	}
 	return utf8.RuneCountInString(Call{Blocks: blocks}.Section()) > maxSection
+}
+
+// DeleteMessage deletes message ts, as a person may: later appends to it
+// (a streaming message) answer message_not_found.
+func (s *Server) DeleteMessage(ts string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.gone == nil {
+		s.gone = map[string]bool{}
+	}
+	s.gone[ts] = true
 }
 
 // RefuseBlocks makes every later call of method that carries blocks
@@ -486,11 +539,26 @@ func (s *Server) Fail(method, code string) {
 }
 
 // RateLimit makes the next n calls of method answer 429 with
-// Retry-After: 7, before any Fail.
+// Retry-After: 7 (SetRetryAfter), before any Fail.
 func (s *Server) RateLimit(method string, n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.limit[method] = n
+}
+
+// RateLimited returns how many calls were answered 429 (RateLimit).
+func (s *Server) RateLimited() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.limited
+}
+
+// SetRetryAfter sets the Retry-After, in seconds, of the 429s RateLimit
+// plans (7 by default).
+func (s *Server) SetRetryAfter(seconds int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.retryAfter = strconv.Itoa(seconds)
 }
 
 // MaxText makes a recorded method refuse a text longer than n characters

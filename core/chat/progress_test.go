@@ -1,0 +1,123 @@
+package chat_test
+
+import (
+	"context"
+	"database/sql"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/baton-bot/baton/core"
+	"github.com/baton-bot/baton/core/chat"
+	"github.com/baton-bot/baton/core/sqlite"
+)
+
+// TestProgressCoalesced: a burst of progress events becomes one view in
+// the outbox per progress.interval (the first at once, the rest waiting),
+// every event is recorded as the job's events by the job's finish, and
+// the final view holds the whole state and the answer.
+func TestProgressCoalesced(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "baton.db")
+	st, err := sqlite.Open(ctx, path, sqlite.Options{WorkspaceRoot: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	svc := chat.NewService(st, &recordingQueue{}, chat.Config{DefaultPiece: "chat",
+		Progress: map[core.Platform]chat.ProgressSettings{core.PlatformSlack: {Stream: true, Interval: time.Hour}}})
+	task, _, err := st.EnsureTask(ctx, core.Task{Thread: thread, OwnerUser: "slack:U1", Title: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := st.CreateJob(ctx, core.Job{TaskID: task.ID, Piece: "chat", Instruction: "go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.Attempt = 1
+	svc.Claimed(ctx, j)
+	plan := []string{"work", "check"}
+	tell := func(ev core.ProgressEvent) {
+		ev.JobID, ev.TaskID, ev.Plan, ev.At = j.ID, task.ID, plan, time.Now()
+		svc.Progress(ctx, ev)
+	}
+	tell(core.ProgressEvent{Kind: core.ProgressMovementStarted, Movement: "work", Position: 1})
+	views := func() int {
+		var n int
+		if err := db.QueryRow(`SELECT COUNT(*) FROM outbox WHERE ref LIKE 'progress:%'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for views() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no view written")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for i := range 30 {
+		id := string(rune('a' + i%26))
+		tell(core.ProgressEvent{Kind: core.ProgressToolStarted, CallID: id + "x", Title: "Bash: step"})
+		tell(core.ProgressEvent{Kind: core.ProgressToolFinished, CallID: id + "x", Title: "Bash: step", Failed: i == 3})
+	}
+	tell(core.ProgressEvent{Kind: core.ProgressText, Text: "Hel"})
+	tell(core.ProgressEvent{Kind: core.ProgressText, Text: "lo"})
+	tell(core.ProgressEvent{Kind: core.ProgressMovementEnded, Movement: "work", Position: 1})
+
+	msgs := svc.Finishing(ctx, j, core.Finish{To: core.JobSucceeded, ResultSummary: "the answer"})
+	if n := views(); n != 1 {
+		t.Errorf("%d views in the outbox within one interval, want 1", n)
+	}
+	var final *chat.ProgressView
+	for _, m := range msgs {
+		p, err := chat.DecodePayload(m.Payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Progress != nil {
+			final = p.Progress
+		}
+		if m.Kind == core.OutboxPost && strings.Contains(p.Text, "the answer") {
+			t.Errorf("the answer is posted besides the final view")
+		}
+	}
+	if final == nil || !final.Final || final.Answer != "the answer" || final.Text != "Hello" || len(final.Tools) != 30 || final.Plan[0].State != chat.StepComplete {
+		t.Fatalf("final view %+v, want the whole state and the answer", final)
+	}
+	if final.Tools[3].State != chat.StepError || final.Tools[4].State != chat.StepComplete {
+		t.Errorf("tool states %+v, want the failed one error and the others complete", final.Tools[:5])
+	}
+	evs, err := st.Events(ctx, j.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools, text := 0, ""
+	for _, e := range evs {
+		if e.Kind != chat.EventProgress {
+			continue
+		}
+		switch {
+		case strings.Contains(e.Detail, `"kind":"tool_`):
+			tools++
+		case strings.Contains(e.Detail, `"kind":"text"`):
+			_, rest, _ := strings.Cut(e.Detail, `"text":"`)
+			part, _, _ := strings.Cut(rest, `"`)
+			text += part
+		}
+	}
+	if tools != 60 || text != "Hello" {
+		t.Errorf("recorded %d tool events and text %q, want 60 and Hello", tools, text)
+	}
+	// Nothing is written for the job after its finish.
+	tell(core.ProgressEvent{Kind: core.ProgressToolStarted, CallID: "late", Title: "late"})
+	if n := views(); n != 1 {
+		t.Errorf("%d views after the finish, want still 1", n)
+	}
+}
