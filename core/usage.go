@@ -1,0 +1,84 @@
+package core
+
+import (
+	"context"
+	"time"
+)
+
+// Usage is what one model request used: its tokens and their cost, with
+// who and what it was for. Rows outlive their tasks and jobs (nothing
+// refers to them), so that reports still sum when a task is gone.
+type Usage struct {
+	ID        int64
+	JobID     int64
+	TaskID    int64
+	Channel   string // platform-qualified channel of the task ("slack:C1")
+	Requester string // platform-qualified id of the task's requester
+	Model     string
+	// Day is the UTC day of the request, YYYY-MM-DD: what daily budgets
+	// and reports group by.
+	Day              string
+	PromptTokens     int64 // all of the prompt, cached included
+	CachedTokens     int64 // the part of PromptTokens served from the provider's cache
+	CompletionTokens int64
+	Cost             float64 // dollars, by the configured prices; 0 without a price
+	At               time.Time
+}
+
+// Tokens is the prompt and completion tokens of u.
+func (u Usage) Tokens() int64 { return u.PromptTokens + u.CompletionTokens }
+
+// UsageDay is the Day of a request made at t.
+func UsageDay(t time.Time) string { return t.UTC().Format(time.DateOnly) }
+
+// UsageFilter selects usage rows. Zero fields do not filter.
+type UsageFilter struct {
+	JobID     int64
+	TaskID    int64
+	Channel   string
+	Requester string
+	// FromDay and ToDay bound Day, both included (YYYY-MM-DD).
+	FromDay string
+	ToDay   string
+}
+
+// UsageSum is the total of usage rows.
+type UsageSum struct {
+	Requests         int64
+	PromptTokens     int64
+	CachedTokens     int64
+	CompletionTokens int64
+	Cost             float64
+}
+
+// Tokens is the prompt and completion tokens of s.
+func (s UsageSum) Tokens() int64 { return s.PromptTokens + s.CompletionTokens }
+
+// Add adds u to s.
+func (s *UsageSum) Add(u Usage) {
+	s.Requests++
+	s.PromptTokens += u.PromptTokens
+	s.CachedTokens += u.CachedTokens
+	s.CompletionTokens += u.CompletionTokens
+	s.Cost += u.Cost
+}
+
+// UsageStore keeps the usage of model requests.
+type UsageStore interface {
+	// AddUsage stores u (its ID set by the store; At, when zero, is the
+	// store's now, and Day, when empty, At's day).
+	AddUsage(ctx context.Context, u Usage) error
+	// Usage returns the rows matching f, oldest first.
+	Usage(ctx context.Context, f UsageFilter) ([]Usage, error)
+	// SumUsage returns the total of the rows matching f.
+	SumUsage(ctx context.Context, f UsageFilter) (UsageSum, error)
+}
+
+// What a job waiting in waiting_human waits for (Job.WaitKind), when the
+// engine asked rather than the piece.
+const (
+	// WaitBudget: a budget would be passed by the next model request.
+	WaitBudget = "budget"
+	// WaitGuard: a loop guard found the agent going round in circles.
+	WaitGuard = "guard"
+)
