@@ -276,6 +276,13 @@ func convert(v any, typ string) (any, error) {
 				return int64(x), nil
 			}
 		}
+	case "double precision":
+		switch x := v.(type) {
+		case float64:
+			return x, nil
+		case int64:
+			return float64(x), nil
+		}
 	case "ARRAY":
 		var s string
 		switch x := v.(type) {
