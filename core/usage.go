@@ -2,6 +2,9 @@ package core
 
 import (
 	"context"
+	"math"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -82,3 +85,29 @@ const (
 	// WaitGuard: a loop guard found the agent going round in circles.
 	WaitGuard = "guard"
 )
+
+// ParseContinue reads an answer to a budget or guard question: "continue"
+// (ok, no amount given) or "continue N" with N a positive number (dollars
+// for a cost budget, tokens for a token budget). ok is false for anything
+// else, "continue abc" and "continue -1" included.
+func ParseContinue(text string) (amount float64, given, ok bool) {
+	f := strings.Fields(strings.ToLower(strings.TrimSpace(text)))
+	if len(f) == 0 || f[0] != "continue" || len(f) > 2 {
+		return 0, false, false
+	}
+	if len(f) == 1 {
+		return 0, false, true
+	}
+	n, err := strconv.ParseFloat(strings.TrimPrefix(f[1], "$"), 64)
+	if err != nil || n <= 0 || math.IsInf(n, 0) || math.IsNaN(n) {
+		return 0, false, false
+	}
+	return n, true, true
+}
+
+// IsContinue reports whether text is meant as a `continue` answer, well
+// formed or not: its first word is "continue".
+func IsContinue(text string) bool {
+	f := strings.Fields(strings.ToLower(text))
+	return len(f) > 0 && f[0] == "continue"
+}

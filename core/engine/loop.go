@@ -207,6 +207,11 @@ func (m *movement) loop(ctx context.Context) (outcome, error) {
 		if stop {
 			return out, nil
 		}
+		if hit, err := pr.overBudget(ctx, model, m.meter.used()); err != nil {
+			return outcome{}, err
+		} else if hit != nil {
+			return m.parkForBudget(ctx, hit)
+		}
 		pr.mu.Lock()
 		pr.iteration = m.iter
 		pr.mu.Unlock()
@@ -224,7 +229,7 @@ func (m *movement) loop(ctx context.Context) (outcome, error) {
 			return outcome{}, &failure{reason: e.text.modelFailure(err)}
 		}
 		m.called = true
-		if err := pr.addUsage(ctx, m.mv.Name, resp.Usage, m.meter.used()); err != nil {
+		if err := pr.addUsage(ctx, m.mv.Name, model, resp.Usage, m.meter.used()); err != nil {
 			return outcome{}, err
 		}
 		m.add(resp.Message)

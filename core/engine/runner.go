@@ -38,6 +38,10 @@ type carried struct {
 	Feedback map[string][]string `json:"feedback,omitempty"` // verify feedback by target movement
 	Git      string              `json:"git,omitempty"`      // excerpt for the next movement
 	Handover string              `json:"handover,omitempty"` // the previous movement's summary
+
+	// Raises are what `continue` added to the budgets, for the rest of
+	// the job (budget.go).
+	Raises Limits `json:"raises,omitempty"`
 }
 
 type lesson struct {
@@ -78,6 +82,11 @@ type pieceRun struct {
 	completionTokens int64
 
 	egress *egressRun // guarded by mu: the egress proxy's session and decisions; nil until used
+
+	// lastTokens and lastCost are the last model request's usage, what the
+	// budgets expect the next to take; guarded by mu.
+	lastTokens int64
+	lastCost   float64
 }
 
 func (e *Engine) newPieceRun(ctx context.Context, r *worker.Run, p *piece.Piece) (*pieceRun, error) {
@@ -146,7 +155,10 @@ func (pr *pieceRun) run(ctx context.Context) (core.Finish, error) {
 		pr.movement, pr.iteration, pr.level, pr.compactions = name, 0, levelNone, 0
 		pr.mu.Unlock()
 		started := jobEvent("movement_started", name, fmt.Sprintf("%d/%d", j.MovementCount+1, pr.piece.MaxMovements))
-		if cp != nil {
+		switch {
+		case cp != nil && cp.Budget != nil:
+			started = jobEvent("movement_resumed", name, fmt.Sprintf("%d/%d, %s", j.MovementCount+1, pr.piece.MaxMovements, budgetNote(cp.Budget)))
+		case cp != nil:
 			started = jobEvent("movement_resumed", name, fmt.Sprintf("%d/%d, after %s's call was %s", j.MovementCount+1, pr.piece.MaxMovements, decided.Tool, decided.State))
 		}
 		if err := pr.save(ctx, name, append(pending, started)...); err != nil {
@@ -181,6 +193,15 @@ func (pr *pieceRun) run(ctx context.Context) (core.Finish, error) {
 		}
 		if err != nil {
 			return core.Finish{}, err
+		}
+		if p := out.park; p != nil && p.waitKind != "" {
+			// The engine asks the thread (a budget, a guard): the
+			// movement resumes from p.checkpoint once answered.
+			if err := pr.save(ctx, name); err != nil {
+				return core.Finish{}, err
+			}
+			return core.Finish{To: core.JobWaitingHuman, Question: p.question, WaitKind: p.waitKind, ResumeMovement: name,
+				Checkpoint: p.checkpoint, ResultSummary: p.question, Comments: pr.botComment(p.question)}, nil
 		}
 		if p := out.park; p != nil {
 			// The movement stops at a call that waits for a person; it
@@ -260,6 +281,9 @@ func (pr *pieceRun) checkpoint(ctx context.Context) (*checkpoint, core.Approval,
 	j := pr.job
 	if j.ResumeMovement == "" || j.WaitSeq == 0 {
 		return nil, core.Approval{}, nil
+	}
+	if j.WaitKind != "" {
+		return pr.askedCheckpoint(ctx)
 	}
 	a, err := pr.e.store.Approval(ctx, j.ID, j.WaitSeq)
 	if errors.Is(err, core.ErrNotFound) {
@@ -484,7 +508,7 @@ func (pr *pieceRun) step(ctx context.Context, s Step) {
 
 // addUsage accounts one response's tokens and enforces the job's budget.
 // estimate stands for the prompt tokens when the response reported none.
-func (pr *pieceRun) addUsage(ctx context.Context, movement string, u llm.Usage, estimate int) error {
+func (pr *pieceRun) addUsage(ctx context.Context, movement, model string, u llm.Usage, estimate int) error {
 	prompt, completion := int64(u.PromptTokens), int64(u.CompletionTokens)
 	if !u.Reported {
 		prompt, completion = int64(estimate), 0
@@ -492,13 +516,11 @@ func (pr *pieceRun) addUsage(ctx context.Context, movement string, u llm.Usage, 
 	pr.mu.Lock()
 	pr.promptTokens += prompt
 	pr.completionTokens += completion
-	total := pr.promptTokens + pr.completionTokens
 	pr.mu.Unlock()
-	_ = pr.event(ctx, "usage", movement, fmt.Sprintf("prompt=%d completion=%d cached=%d reported=%t", prompt, completion, u.CachedTokens, u.Reported))
+	cached := min(int64(u.CachedTokens), prompt)
+	cost := pr.record(ctx, model, prompt, cached, completion)
+	_ = pr.event(ctx, "usage", movement, fmt.Sprintf("prompt=%d completion=%d cached=%d reported=%t cost=%.6f", prompt, completion, u.CachedTokens, u.Reported, cost))
 	pr.observe(ctx)
-	if max := pr.e.cfg.MaxTokensPerJob; max > 0 && total > max {
-		return &failure{reason: fmt.Sprintf(pr.e.text.msg("budget_tokens"), total, max)}
-	}
 	return nil
 }
 
