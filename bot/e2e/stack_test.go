@@ -64,6 +64,10 @@ type stackOptions struct {
 	MCPMaxTools int
 	// Logger, when set, is the engine's and the MCP servers' log.
 	Logger *slog.Logger
+
+	// Prices and Budgets are the engine's (llm.prices, budgets).
+	Prices  map[string]engine.Price
+	Budgets engine.Budgets
 }
 
 // stackExternals gives the engine the MCP servers' tools, as bot does.
@@ -116,6 +120,7 @@ func startStack(t testing.TB, opts stackOptions) *system {
 	svc := chat.NewService(st, q, chat.Config{DefaultPiece: "chat", Pieces: lib, Access: opts.Access, MaxFileBytes: opts.MaxFileBytes})
 	ecfg := engine.Config{Model: "m", ContextWindow: 100000, Observer: svc,
 		Gate: policy.New(opts.Rules, st), ApprovalTimeout: opts.ApprovalTimeout, Logger: opts.Logger}
+	ecfg.Prices, ecfg.Budgets = opts.Prices, opts.Budgets
 	if len(opts.MCP) > 0 {
 		ecfg.Externals = stackExternals{m: mcp.New(mcp.Config{Servers: opts.MCP, MaxTools: opts.MCPMaxTools, Logger: opts.Logger})}
 	}
