@@ -55,6 +55,9 @@ type Config struct {
 	Access     AccessConfig     `yaml:"access"`
 	Approvals  ApprovalsConfig  `yaml:"approvals"`
 	MCP        MCPConfig        `yaml:"mcp"`
+
+	// Budgets are checked before each model request (bot/budgets.go).
+	Budgets BudgetsConfig `yaml:"budgets"`
 }
 
 // LLMConfig is the OpenAI-compatible endpoint and its limits.
@@ -67,6 +70,10 @@ type LLMConfig struct {
 	RequestTimeout  time.Duration `yaml:"request_timeout"`
 	MaxRetries      int           `yaml:"max_retries"`
 	MaxTokensPerJob int64         `yaml:"max_tokens_per_job"` // 0: unlimited
+
+	// Prices are each model's price, for the cost of its usage
+	// (bot/budgets.go).
+	Prices map[string]PriceConfig `yaml:"prices"`
 }
 
 // ContextConfig holds the context manager's thresholds, as fractions of the
@@ -331,6 +338,8 @@ func DefaultConfig() Config {
 			MaxOutputTokens: 4096,
 			RequestTimeout:  120 * time.Second,
 			MaxRetries:      5,
+
+			Prices: map[string]PriceConfig{},
 		},
 		Context: ContextConfig{
 			Warn:                0.70,
@@ -386,6 +395,8 @@ func DefaultConfig() Config {
 			Rules:     []ApprovalRule{},
 		},
 		MCP: MCPConfig{MaxTools: 40, Servers: map[string]MCPServer{}},
+
+		Budgets: BudgetsConfig{Channels: map[string]BudgetScopes{}},
 	}
 }
 
@@ -976,6 +987,7 @@ func (c Config) Validate() error {
 	v.duration("llm.request_timeout", c.LLM.RequestTimeout)
 	v.notNegative("llm.max_retries", int64(c.LLM.MaxRetries))
 	v.notNegative("llm.max_tokens_per_job", c.LLM.MaxTokensPerJob)
+	v.validateBudgets(c)
 
 	thresholds := []struct {
 		key string

@@ -499,6 +499,8 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger, opts systemOpt
 		Sandbox: sb, Observer: observer, Meter: sys.metrics, Logger: log,
 		Externals: sys.externals(),
 		Egress:    sys.egress,
+
+		Prices: enginePrices(cfg), Budgets: engineBudgets(cfg),
 	})
 	if err != nil {
 		return nil, err
