@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/baton-bot/baton/core/engine"
 )
@@ -33,6 +34,19 @@ type BudgetScopes struct {
 	Task         BudgetLimit `yaml:"task"`
 	ChannelDaily BudgetLimit `yaml:"channel_daily"`
 	UserDaily    BudgetLimit `yaml:"user_daily"`
+}
+
+// GuardsConfig is the guards: section: the loop guards (0 turns one off).
+type GuardsConfig struct {
+	RepeatCalls    int           `yaml:"repeat_calls"`
+	MovementCycles int           `yaml:"movement_cycles"`
+	MaxDuration    time.Duration `yaml:"max_duration"`
+}
+
+// engineGuards is cfg's loop guards as the engine takes them.
+func engineGuards(cfg Config) engine.Guards {
+	g := cfg.Guards
+	return engine.Guards{RepeatCalls: g.RepeatCalls, MovementCycles: g.MovementCycles, MaxDuration: g.MaxDuration}
 }
 
 // BudgetsConfig is the budgets: section. Channels override the scopes
@@ -142,6 +156,9 @@ func (v *validator) validateBudgets(c Config) {
 		scopes("budgets.channels."+ch+".", c.Budgets.Channels[ch])
 		cost = cost || c.Budgets.Channels[ch].hasCost()
 	}
+	v.notNegative("guards.repeat_calls", int64(c.Guards.RepeatCalls))
+	v.notNegative("guards.movement_cycles", int64(c.Guards.MovementCycles))
+	v.notNegative("guards.max_duration", int64(c.Guards.MaxDuration))
 	if _, ok := c.LLM.Prices[c.LLM.Model]; cost && !ok && c.LLM.Model != "" {
 		v.fail("llm.prices", fmt.Sprintf("has no price for model %s, which a budget in dollars needs (add llm.prices.%s: {input, output}; token budgets need none)", c.LLM.Model, c.LLM.Model))
 	}

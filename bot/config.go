@@ -56,8 +56,10 @@ type Config struct {
 	Approvals  ApprovalsConfig  `yaml:"approvals"`
 	MCP        MCPConfig        `yaml:"mcp"`
 
-	// Budgets are checked before each model request (bot/budgets.go).
+	// Budgets are checked before each model request, and the loop
+	// guards watch for an agent going round in circles (bot/budgets.go).
 	Budgets BudgetsConfig `yaml:"budgets"`
+	Guards  GuardsConfig  `yaml:"guards"`
 }
 
 // LLMConfig is the OpenAI-compatible endpoint and its limits.
@@ -397,6 +399,7 @@ func DefaultConfig() Config {
 		MCP: MCPConfig{MaxTools: 40, Servers: map[string]MCPServer{}},
 
 		Budgets: BudgetsConfig{Channels: map[string]BudgetScopes{}},
+		Guards:  GuardsConfig{RepeatCalls: 4, MovementCycles: 3, MaxDuration: 2 * time.Hour},
 	}
 }
 

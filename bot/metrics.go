@@ -38,6 +38,8 @@ type metrics struct {
 
 	mcpCalls   *prometheus.CounterVec
 	mcpLatency *prometheus.HistogramVec
+
+	spend *spendMetrics // bot/metrics_spend.go
 }
 
 var (
@@ -76,6 +78,7 @@ func newMetrics() *metrics {
 	m.mcpCalls = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_mcp_calls_total", Help: "MCP tool calls by server and outcome (ok, tool_error, protocol_error, timeout, unavailable)."}, []string{"server", "outcome"})
 	m.mcpLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "baton_mcp_call_seconds", Help: "MCP tool call time by server.", Buckets: prometheus.ExponentialBuckets(0.005, 4, 9)}, []string{"server"})
 	m.reg.MustRegister(m.tokenError, m.tokenFactor, m.mcpCalls, m.mcpLatency)
+	m.spend = newSpendMetrics(m.reg)
 	m.reg.MustRegister(m.llmLatency, m.llmTokens, m.llmErrors, m.toolCalls, m.toolErrors, m.toolLatency, m.levels, m.movements,
 		m.claimLatency, m.jobDurations, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

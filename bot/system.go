@@ -500,7 +500,7 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger, opts systemOpt
 		Externals: sys.externals(),
 		Egress:    sys.egress,
 
-		Prices: enginePrices(cfg), Budgets: engineBudgets(cfg),
+		Prices: enginePrices(cfg), Budgets: engineBudgets(cfg), Guards: engineGuards(cfg),
 	})
 	if err != nil {
 		return nil, err

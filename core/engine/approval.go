@@ -68,6 +68,9 @@ type checkpoint struct {
 	// Budget is the limit the movement parked before passing (budget.go),
 	// with no pending call: it resumes at the request it did not make.
 	Budget *budgetHit `json:"budget,omitempty"`
+	// Guard is the loop guard the movement parked for (guard.go); Calls
+	// hold the repeated call first, when it was one.
+	Guard *guardHit `json:"guard,omitempty"`
 }
 
 type metaJSON struct {
@@ -198,6 +201,9 @@ func (pr *pieceRun) resumeMovement(ctx context.Context, mv *piece.Movement, cp c
 	defer func() { pr.writeMovementLog(mv.Name, m.record) }()
 	if cp.Egress != "" {
 		return pr.resumeEgress(ctx, m, cp.Egress, a)
+	}
+	if cp.Guard != nil {
+		return pr.resumeGuard(ctx, m, cp.Guard, cp.Calls)
 	}
 	if cp.Budget != nil {
 		pr.raiseBudget(ctx, cp.Budget)

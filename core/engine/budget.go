@@ -212,27 +212,7 @@ type BudgetMeter interface {
 func (pr *pieceRun) raiseBudget(ctx context.Context, h *budgetHit) {
 	e := pr.e
 	l := e.cfg.Budgets.For(pr.channel(ctx))[h.Scope]
-	amount, given := 0.0, false
-	recent, err := e.store.RecentComments(ctx, pr.task.ID, 20)
-	if err != nil {
-		pr.log.Warn("reading the answer to the budget question failed; the limit is raised by itself", "err", err)
-	}
-	for i := len(recent) - 1; i >= 0; i-- {
-		c := recent[i]
-		if c.ID <= pr.seen || c.Role != core.RoleUser {
-			continue
-		}
-		if a, g, ok := core.ParseContinue(c.Text); ok {
-			amount, given = a, g
-			pr.mu.Lock()
-			if pr.answered == nil {
-				pr.answered = map[int64]bool{}
-			}
-			pr.answered[c.ID] = true
-			pr.mu.Unlock()
-			break
-		}
-	}
+	amount, given := pr.takeContinue(ctx)
 	if pr.state.Raises == nil {
 		pr.state.Raises = Limits{}
 	}
@@ -290,4 +270,32 @@ func (pr *pieceRun) askedCheckpoint(ctx context.Context) (*checkpoint, core.Appr
 		return nil, core.Approval{}, nil
 	}
 	return &cp, core.Approval{}, nil
+}
+
+// takeContinue finds the `continue` that answered the engine's question:
+// the newest from a person since the job parked. It is marked answered,
+// so that steering does not hand it to the agent; amount and given are
+// its N, when it names one.
+func (pr *pieceRun) takeContinue(ctx context.Context) (amount float64, given bool) {
+	recent, err := pr.e.store.RecentComments(ctx, pr.task.ID, 20)
+	if err != nil {
+		pr.log.Warn("reading the answer to the question failed", "err", err)
+		return 0, false
+	}
+	for i := len(recent) - 1; i >= 0; i-- {
+		c := recent[i]
+		if c.ID <= pr.seen || c.Role != core.RoleUser {
+			continue
+		}
+		if a, g, ok := core.ParseContinue(c.Text); ok {
+			pr.mu.Lock()
+			if pr.answered == nil {
+				pr.answered = map[int64]bool{}
+			}
+			pr.answered[c.ID] = true
+			pr.mu.Unlock()
+			return a, g
+		}
+	}
+	return 0, false
 }

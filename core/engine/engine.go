@@ -297,6 +297,8 @@ type Config struct {
 	// budget unless Budgets names one.
 	Prices  map[string]Price
 	Budgets Budgets
+	// Guards are the loop guards (guard.go); zero fields are off.
+	Guards Guards
 }
 
 func (c *Config) setDefaults() {

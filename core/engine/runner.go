@@ -42,6 +42,10 @@ type carried struct {
 	// Raises are what `continue` added to the budgets, for the rest of
 	// the job (budget.go).
 	Raises Limits `json:"raises,omitempty"`
+	// Changes counts the calls that may have changed the workspace, and
+	// Cycles the movements entered with nothing changed (guard.go).
+	Changes int              `json:"changes,omitempty"`
+	Cycles  map[string]cycle `json:"cycles,omitempty"`
 }
 
 type lesson struct {
@@ -87,6 +91,8 @@ type pieceRun struct {
 	// budgets expect the next to take; guarded by mu.
 	lastTokens int64
 	lastCost   float64
+
+	begun time.Time // when the attempt began, for the max_duration guard
 }
 
 func (e *Engine) newPieceRun(ctx context.Context, r *worker.Run, p *piece.Piece) (*pieceRun, error) {
@@ -104,6 +110,7 @@ func (e *Engine) newPieceRun(ctx context.Context, r *worker.Run, p *piece.Piece)
 		quota:        workspace.NewQuota(ws, e.cfg.MaxWorkspaceBytes, e.cfg.Floor),
 		log:          e.cfg.Logger.With("task", task.ID, "job", r.Job.ID),
 		promptTokens: r.Job.PromptTokens, completionTokens: r.Job.CompletionTokens,
+		begun: e.cfg.Now(),
 	}
 	if r.Job.Lessons != "" {
 		if err := json.Unmarshal([]byte(r.Job.Lessons), &pr.state); err != nil {
@@ -151,11 +158,26 @@ func (pr *pieceRun) run(ctx context.Context) (core.Finish, error) {
 			return core.Finish{}, &failure{reason: fmt.Sprintf(e.text.msg("budget_movements"), pr.piece.MaxMovements)}
 		}
 		mv, _ := pr.piece.Movement(name)
+		if n, stop := pr.cycled(name); stop && cp == nil {
+			// Entered again with nothing changed: ask before going round
+			// once more; answered, the movement starts afresh.
+			pr.state.Cycles[name] = cycle{Mark: pr.state.Cycles[name].Mark}
+			pr.tripped(ctx, GuardCycles, name, fmt.Sprintf("entered %d times with no change in the workspace or the lessons", n))
+			q := e.text.fill("guard_question_cycles", map[string]string{"movement": name, "n": strconv.Itoa(n)})
+			if err := pr.save(ctx, name, pending...); err != nil {
+				pr.flush(ctx, pending)
+				return core.Finish{}, err
+			}
+			return core.Finish{To: core.JobWaitingHuman, Question: q, WaitKind: core.WaitGuard, ResumeMovement: name,
+				ResultSummary: q, Comments: pr.botComment(q)}, nil
+		}
 		pr.mu.Lock()
 		pr.movement, pr.iteration, pr.level, pr.compactions = name, 0, levelNone, 0
 		pr.mu.Unlock()
 		started := jobEvent("movement_started", name, fmt.Sprintf("%d/%d", j.MovementCount+1, pr.piece.MaxMovements))
 		switch {
+		case cp != nil && cp.Guard != nil:
+			started = jobEvent("movement_resumed", name, fmt.Sprintf("%d/%d, after the %s guard was answered", j.MovementCount+1, pr.piece.MaxMovements, cp.Guard.Kind))
 		case cp != nil && cp.Budget != nil:
 			started = jobEvent("movement_resumed", name, fmt.Sprintf("%d/%d, %s", j.MovementCount+1, pr.piece.MaxMovements, budgetNote(cp.Budget)))
 		case cp != nil:
