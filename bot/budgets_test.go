@@ -1,10 +1,15 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"math"
 	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/baton-bot/baton/core"
 	"github.com/baton-bot/baton/core/engine"
 	"github.com/baton-bot/baton/core/llmtest"
 )
@@ -92,5 +97,63 @@ func TestRunBudgetThenContinue(t *testing.T) {
 	reqs := n.srv.Requests()
 	if len(reqs) != 2 || len(reqs[1].Messages) != len(reqs[0].Messages)+2 {
 		t.Errorf("%d requests; the resumed one should follow the first with its call and result", len(reqs))
+	}
+}
+
+// TestUsageJSONSumsTheJobs: `baton usage --json` sums what the jobs run
+// recorded, request by request, with their cost by llm.prices; a row of a
+// task that no longer exists still counts.
+func TestUsageJSONSumsTheJobs(t *testing.T) {
+	n := newNewcomer(t)
+	n.conf = writeConfig(t, "log:\n  level: warn\ntools:\n  bash:\n    sandbox: none\nllm:\n  model: m1\n  prices:\n    m1: {input: 2, cached_input: 1, output: 10}\n")
+	n.env["OPENAI_MODEL"] = "m1"
+	n.srv.Script(
+		llmtest.Call("Read", `{"path":"input/none.txt"}`).WithUsage(3000, 500).WithCached(1000),
+		llmtest.Call("transition", `{"next_step":"COMPLETE","summary":"one"}`).WithUsage(4000, 100),
+		llmtest.Call("transition", `{"next_step":"COMPLETE","summary":"two"}`).WithUsage(1000, 50),
+	)
+	for _, text := range []string{"first job", "second job"} {
+		if code, stdout, stderr := n.run(text); code != 0 {
+			t.Fatalf("%s: exit %d\n%s\n%s", text, code, stdout, stderr)
+		}
+	}
+	// A row of a task that is gone (its id was never used).
+	st, err := openStore(context.Background(), func() Config { c := DefaultConfig(); c.DataDir = n.env["BATON_DATA_DIR"]; return c }(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.AddUsage(context.Background(), core.Usage{JobID: 999, TaskID: 999, Channel: "slack:C9", Model: "m1", PromptTokens: 10, Cost: 0.5}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+
+	var out, errOut bytes.Buffer
+	m := NewMain()
+	m.Stdout, m.Stderr, m.Env = &out, &errOut, mapEnv(n.env)
+	if code := m.Report(m.Run(context.Background(), []string{"usage", "--config", n.conf, "--json"})); code != 0 {
+		t.Fatalf("baton usage: exit %d\n%s", code, errOut.String())
+	}
+	var r core.UsageReport
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	// (3000-1000)*2 + 1000*1 + 500*10 = 10,000; 4000*2 + 100*10 = 9,000;
+	// 1000*2 + 50*10 = 2,500 millionths of a dollar; and the gone task's $0.5.
+	wantCost := (10000.0+9000+2500)/1e6 + 0.5
+	if r.Total.Requests != 4 || r.Total.PromptTokens != 8010 || r.Total.CachedTokens != 1000 || r.Total.CompletionTokens != 650 ||
+		math.Abs(r.Total.Cost-wantCost) > 1e-9 {
+		t.Errorf("total = %+v, want 4 requests, 8,010 + 650 tokens, $%v", r.Total, wantCost)
+	}
+	var byTask, byModel core.UsageSum
+	for _, s := range r.ByTask {
+		byTask.Requests += s.Requests
+		byTask.Cost += s.Cost
+	}
+	byModel = r.ByModel["m1"]
+	if byTask.Requests != 4 || math.Abs(byTask.Cost-wantCost) > 1e-9 || byModel.Requests != 4 {
+		t.Errorf("by task %+v, by model %+v: want them to sum to the total", byTask, byModel)
+	}
+	if _, ok := r.ByTask["999"]; !ok {
+		t.Errorf("the gone task's usage is not reported: %v", r.ByTask)
 	}
 }

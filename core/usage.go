@@ -111,3 +111,53 @@ func IsContinue(text string) bool {
 	f := strings.Fields(strings.ToLower(text))
 	return len(f) > 0 && f[0] == "continue"
 }
+
+// UsageReport is usage rows summed in total and by channel, requester,
+// model, day and task (its ID in decimal).
+type UsageReport struct {
+	Total       UsageSum            `json:"total"`
+	ByChannel   map[string]UsageSum `json:"by_channel"`
+	ByRequester map[string]UsageSum `json:"by_user"`
+	ByModel     map[string]UsageSum `json:"by_model"`
+	ByDay       map[string]UsageSum `json:"by_day"`
+	ByTask      map[string]UsageSum `json:"by_task"`
+}
+
+// ReportUsage sums rows into a report. Rows of tasks that are gone count
+// as any other.
+func ReportUsage(rows []Usage) UsageReport {
+	r := UsageReport{ByChannel: map[string]UsageSum{}, ByRequester: map[string]UsageSum{}, ByModel: map[string]UsageSum{},
+		ByDay: map[string]UsageSum{}, ByTask: map[string]UsageSum{}}
+	add := func(m map[string]UsageSum, k string, u Usage) {
+		s := m[k]
+		s.Add(u)
+		m[k] = s
+	}
+	for _, u := range rows {
+		r.Total.Add(u)
+		add(r.ByChannel, u.Channel, u)
+		add(r.ByRequester, u.Requester, u)
+		add(r.ByModel, u.Model, u)
+		add(r.ByDay, u.Day, u)
+		add(r.ByTask, strconv.FormatInt(u.TaskID, 10), u)
+	}
+	return r
+}
+
+// UsagePeriod returns the days of a report period ending on today's UTC
+// day: "today", "week" (the last 7 days), "month" (the last 30) or "all"
+// (no bound: both empty). ok is false for any other name.
+func UsagePeriod(name string, now time.Time) (from, to string, ok bool) {
+	day := now.UTC()
+	switch strings.ToLower(strings.TrimSpace(name)) {
+	case "", "today":
+		return UsageDay(day), UsageDay(day), true
+	case "week":
+		return UsageDay(day.AddDate(0, 0, -6)), UsageDay(day), true
+	case "month":
+		return UsageDay(day.AddDate(0, 0, -29)), UsageDay(day), true
+	case "all":
+		return "", "", true
+	}
+	return "", "", false
+}
