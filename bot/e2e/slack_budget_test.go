@@ -132,6 +132,10 @@ func TestSlackChannelDailyBudget(t *testing.T) {
 	w.reply("EvAdmin", slackApprovalAdmin, "continue", "1700000300.000400", second)
 	w.waitPost("C1", second, "second done")
 	w.waitJob(second, core.JobSucceeded)
+	w.reply("EvUsage", slackApprovalRequester, "!usage today", "1700000300.000500", second)
+	w.slackApprovalEphemeral(slackApprovalRequester, second, "This channel: $0.09, 2 model requests, 30100 tokens")
+	w.slackApprovalEphemeral(slackApprovalRequester, second, "You (all channels): $0.09, 3 model requests, 30200 tokens")
+	w.slackApprovalEphemeral(slackApprovalRequester, second, "#1 $0.09")
 	for _, p := range w.posts("C2", other) {
 		if strings.Contains(p, "budget") {
 			t.Errorf("the other channel was told of the budget: %q", p)
