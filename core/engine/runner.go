@@ -85,6 +85,11 @@ type pieceRun struct {
 	promptTokens     int64
 	completionTokens int64
 
+	truncNoticed bool // guarded by mu: the thread was told of a truncated prompt
+	// reportedPrompt and cachedPrompt are this run's prompt tokens as the
+	// provider reported them and the part it served from its prompt cache.
+	reportedPrompt, cachedPrompt int64
+
 	egress *egressRun // guarded by mu: the egress proxy's session and decisions; nil until used
 
 	// lastTokens and lastCost are the last model request's usage, what the
@@ -108,7 +113,7 @@ func (e *Engine) newPieceRun(ctx context.Context, r *worker.Run, p *piece.Piece)
 	pr := &pieceRun{
 		e: e, r: r, job: r.Job, task: task, piece: p, ws: ws,
 		quota:        workspace.NewQuota(ws, e.cfg.MaxWorkspaceBytes, e.cfg.Floor),
-		log:          e.cfg.Logger.With("task", task.ID, "job", r.Job.ID),
+		log:          core.TraceLogger(ctx, e.cfg.Tracer, e.cfg.Logger.With("task", task.ID, "job", r.Job.ID)),
 		promptTokens: r.Job.PromptTokens, completionTokens: r.Job.CompletionTokens,
 		begun: e.cfg.Now(),
 	}
@@ -502,6 +507,7 @@ func (pr *pieceRun) observe(ctx context.Context) {
 		JobID: pr.job.ID, TaskID: pr.task.ID, Piece: pr.piece.Name, Movement: pr.movement,
 		MovementCount: pr.job.MovementCount + 1, MaxMovements: pr.piece.MaxMovements, Iteration: pr.iteration,
 		Tokens: pr.promptTokens + pr.completionTokens, Started: pr.job.StartedAt, Compactions: pr.compactions,
+		PromptTokens: pr.reportedPrompt, CachedTokens: pr.cachedPrompt,
 	}
 	if pr.level != levelNone {
 		st.Level = pr.level.String()
@@ -538,10 +544,15 @@ func (pr *pieceRun) addUsage(ctx context.Context, movement, model string, u llm.
 	pr.mu.Lock()
 	pr.promptTokens += prompt
 	pr.completionTokens += completion
+	if u.Reported {
+		pr.reportedPrompt += prompt
+		pr.cachedPrompt += int64(u.CachedTokens)
+	}
+	share := cachedShare(pr.cachedPrompt, pr.reportedPrompt)
 	pr.mu.Unlock()
 	cached := min(int64(u.CachedTokens), prompt)
-	cost := pr.record(ctx, model, prompt, cached, completion)
-	_ = pr.event(ctx, "usage", movement, fmt.Sprintf("prompt=%d completion=%d cached=%d reported=%t cost=%.6f", prompt, completion, u.CachedTokens, u.Reported, cost))
+	pr.record(ctx, model, prompt, cached, completion) // its cost is in the usage row
+	_ = pr.event(ctx, "usage", movement, fmt.Sprintf("prompt=%d completion=%d cached=%d reported=%t cached_share=%s", prompt, completion, u.CachedTokens, u.Reported, share))
 	pr.observe(ctx)
 	return nil
 }
@@ -815,4 +826,13 @@ func (pr *pieceRun) askThread(ctx context.Context, server, question string) (str
 			return text, true, nil
 		}
 	}
+}
+
+// cachedShare formats cached ÷ prompt as a whole percentage, "-" when no
+// prompt tokens were reported.
+func cachedShare(cached, prompt int64) string {
+	if prompt <= 0 {
+		return "-"
+	}
+	return strconv.FormatInt(cached*100/prompt, 10) + "%"
 }
