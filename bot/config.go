@@ -58,6 +58,11 @@ type Config struct {
 	Approvals  ApprovalsConfig  `yaml:"approvals"`
 	MCP        MCPConfig        `yaml:"mcp"`
 
+	// Budgets are checked before each model request, and the loop
+	// guards watch for an agent going round in circles (bot/budgets.go).
+	Budgets BudgetsConfig `yaml:"budgets"`
+	Guards  GuardsConfig  `yaml:"guards"`
+
 	Progress ProgressConfig `yaml:"progress"`
 }
 
@@ -91,6 +96,10 @@ type LLMConfig struct {
 	Stream          bool   `yaml:"stream"`           // stream answers (server-sent events)
 	Provider        string `yaml:"provider"`         // auto | a name of llm.ProviderNames
 	ReasoningEffort string `yaml:"reasoning_effort"` // "" | minimal | low | medium | high
+
+	// Prices are each model's price, for the cost of its usage
+	// (bot/budgets.go).
+	Prices map[string]PriceConfig `yaml:"prices"`
 }
 
 // ContextConfig holds the context manager's thresholds, as fractions of the
@@ -363,6 +372,8 @@ func DefaultConfig() Config {
 			MaxRetries:      5,
 			Stream:          true,
 			Provider:        "auto",
+
+			Prices: map[string]PriceConfig{},
 		},
 		Context: ContextConfig{
 			Warn:                0.70,
@@ -423,6 +434,9 @@ func DefaultConfig() Config {
 			Slack:   PlatformProgress{Stream: true, Interval: time.Second},
 			Discord: PlatformProgress{Stream: true, Interval: 2 * time.Second},
 		},
+
+		Budgets: BudgetsConfig{Channels: map[string]BudgetScopes{}},
+		Guards:  GuardsConfig{RepeatCalls: 4, MovementCycles: 3, MaxDuration: 2 * time.Hour},
 	}
 }
 
@@ -1017,6 +1031,7 @@ func (c Config) Validate() error {
 	if c.LLM.ReasoningEffort != "" {
 		v.oneOf("llm.reasoning_effort", c.LLM.ReasoningEffort, "minimal", "low", "medium", "high")
 	}
+	v.validateBudgets(c)
 
 	thresholds := []struct {
 		key string

@@ -27,6 +27,7 @@ var examples = map[string][]string{
 	"init":       {"baton init", "baton init --non-interactive --provider ollama --model llama3.1 --slack socket"},
 	"doctor":     {"baton doctor --config baton.yaml", "baton doctor --json | jq '.checks[] | select(.status == \"fail\")'"},
 	"config":     {"baton config --config baton.yaml", "BATON_LLM_MODEL=gpt-4.1 baton config"},
+	"usage":      {"baton usage --period week", "baton usage --json | jq .by_channel"},
 	"completion": {"source <(baton completion bash)", "baton completion fish > ~/.config/fish/completions/baton.fish"},
 	"version":    {"baton version"},
 	"help":       {"baton help run"},

@@ -178,6 +178,7 @@ func init() {
 		{"mcp", "list [--config FILE]", "start each configured MCP server, list its tools (allowed, needs approval, denied, disabled) and say what failed", (*Main).mcpCommand},
 		{"migrate", "[--config FILE]", "apply the database migrations", (*Main).migrate},
 		{"store", "copy --from sqlite:PATH --to postgres://…", "copy a SQLite store into an empty PostgreSQL database (the move to PostgreSQL)", (*Main).store},
+		{"usage", "[--config FILE] [--period today|week|month|all] [--channel CH] [--json]", "the model's usage and its cost by channel, user, model and day", (*Main).usageReport},
 		{"config", "[--config FILE]", "print the effective configuration, secrets redacted, with where each value came from", (*Main).showConfig},
 		{egress.BridgeSubcommand, "[--socket PATH] [--listen ADDR] [--locale LOCALE] -- COMMAND [ARGS]", "inside a command's sandbox: relay 127.0.0.1:3128 to the egress proxy and run COMMAND behind it (the sandbox starts it)", (*Main).sandboxBridge},
 		{"completion", "bash|zsh|fish", "print the shell completion script", (*Main).completion},

@@ -39,6 +39,8 @@ type metrics struct {
 	mcpCalls   *prometheus.CounterVec
 	mcpLatency *prometheus.HistogramVec
 
+	spend *spendMetrics // bot/metrics_spend.go
+
 	textCalls *prometheus.CounterVec // tool calls written as text
 }
 
@@ -79,6 +81,7 @@ func newMetrics() *metrics {
 	m.mcpCalls = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_mcp_calls_total", Help: "MCP tool calls by server and outcome (ok, tool_error, protocol_error, timeout, unavailable)."}, []string{"server", "outcome"})
 	m.mcpLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "baton_mcp_call_seconds", Help: "MCP tool call time by server.", Buckets: prometheus.ExponentialBuckets(0.005, 4, 9)}, []string{"server"})
 	m.reg.MustRegister(m.tokenError, m.tokenFactor, m.mcpCalls, m.mcpLatency)
+	m.spend = newSpendMetrics(m.reg)
 	m.textCalls = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_llm_text_tool_calls_total", Help: "Tool calls the model wrote as text instead of tool_calls, by outcome (recovered: read as calls; repaired: arguments that were not valid JSON, repaired; unreadable: the model was told the format)."}, []string{"model", "outcome"})
 	m.reg.MustRegister(m.textCalls)
 	m.reg.MustRegister(m.llmLatency, m.llmTokens, m.llmErrors, m.toolCalls, m.toolErrors, m.toolLatency, m.levels, m.movements,

@@ -166,7 +166,7 @@ func checkJobTrace(t *testing.T, rcv *otlpReceiver, workerLog string) {
 		}
 		return byName[name][0]
 	}
-	msg := one("chat.message", "gateway")
+	msg := one("message.received", "gateway")
 	attempt := one("job.attempt", "worker")
 	mv := one("movement", "worker")
 	tool := one("tool.call", "worker")
@@ -351,7 +351,7 @@ func TestTraceOfSubtasks(t *testing.T) {
 	attempts := map[string][]otlpSpan{} // by job id
 	for _, s := range spans {
 		switch s.Name {
-		case "chat.message":
+		case "message.received":
 			msg = s
 		case "job.attempt":
 			attempts[s.Attrs["baton.job.id"]] = append(attempts[s.Attrs["baton.job.id"]], s)

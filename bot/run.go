@@ -128,6 +128,9 @@ func (m *Main) run(ctx context.Context, jf jobFlags, instruction string) error {
 			return &exitError{code: exitJobEnded, err: fmt.Errorf("baton: job #%d %s: %s", j.ID, j.State, reason)}
 		case core.JobWaitingHuman:
 			fmt.Fprintln(m.Stdout, strings.TrimSpace(j.Question))
+			if !isTerminal(m.Stdin) && j.WaitKind != "" {
+				return &exitError{code: exitQuestion, err: fmt.Errorf("baton: task #%d waits as said above; go on with: baton run --task %d continue (or continue N), or abort it", task.ID, task.ID)}
+			}
 			if !isTerminal(m.Stdin) {
 				return &exitError{code: exitQuestion, err: fmt.Errorf("baton: task #%d asks the question above; answer with: baton run --task %d \"your answer\"", task.ID, task.ID)}
 			}
@@ -281,6 +284,11 @@ func (m *Main) startRun(ctx context.Context, sys *system, jf jobFlags, instructi
 
 // answer stores the person's answer and resumes the waiting job.
 func (m *Main) answer(ctx context.Context, sys *system, task core.Task, j core.Job, text, userID, userName string) error {
+	if _, _, ok := core.ParseContinue(text); j.WaitKind != "" && !ok {
+		// The engine's question (a budget, a loop guard) takes only a
+		// continue; nothing is stored.
+		return usageErr("baton run: task #%d waits for continue (or continue N with a positive number), not %q; nothing changed", task.ID, text)
+	}
 	if _, err := sys.store.AddComment(ctx, core.Comment{TaskID: task.ID, AuthorID: userID, AuthorName: userName, Role: core.RoleUser, Text: text, CreatedAt: time.Now()}); err != nil {
 		return err
 	}

@@ -37,6 +37,8 @@ func fillSQLite(t *testing.T, path string) {
 			t.Fatal(err)
 		}
 	}
+	must(st.AddUsage(ctx, core.Usage{JobID: 1, TaskID: 1, Channel: "slack:C1", Requester: "slack:U1", Model: "m",
+		PromptTokens: 1200, CachedTokens: 200, CompletionTokens: 30, Cost: 0.0125, At: time.UnixMilli(1767225600000)}))
 	slack := core.ThreadRef{Platform: core.PlatformSlack, Team: "T1", Channel: "C1", Thread: "100.1"}
 	t1, _, err := st.EnsureTask(ctx, core.Task{Thread: slack, OwnerUser: "slack:U1", Title: "haiku"})
 	must(err)
@@ -137,6 +139,7 @@ type storeView struct {
 	Counts     map[core.JobState]int64
 	StatusMsgs map[int64]string
 	Known      bool
+	Usage      []core.Usage
 }
 
 type viewed interface {
@@ -196,6 +199,8 @@ func viewStore(t *testing.T, st viewed) storeView {
 	must(err)
 	v.Known, err = st.InboundKnown(ctx, []string{"event:E1"})
 	must(err)
+	v.Usage, err = st.Usage(ctx, core.UsageFilter{})
+	must(err)
 	return v
 }
 
@@ -221,7 +226,7 @@ func TestStoreCopy(t *testing.T) {
 		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
 	}
 	wantCounts := map[string]string{"tasks": "4", "comments": "3", "jobs": "4", "job_events": "15", "outbox": "6",
-		"inbound_events": "3", "inbox": "1", "approvals": "2", "allow_rules": "1", "job_checkpoints": "2"}
+		"inbound_events": "3", "inbox": "1", "approvals": "2", "allow_rules": "1", "job_checkpoints": "2", "usage": "1"}
 	gotCounts := map[string]string{}
 	for _, line := range strings.Split(stdout, "\n") {
 		if f := strings.Fields(line); len(f) == 2 {

@@ -507,6 +507,8 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger, opts systemOpt
 		Sandbox: sb, Observer: observer, Meter: sys.metrics, Logger: log, Tracer: sys.tracer,
 		Externals: sys.externals(),
 		Egress:    sys.egress,
+
+		Prices: enginePrices(cfg), Budgets: engineBudgets(cfg), Guards: engineGuards(cfg),
 	})
 	if err != nil {
 		return nil, err

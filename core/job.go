@@ -110,6 +110,11 @@ type Job struct {
 	QueuedAt   time.Time
 	StartedAt  time.Time // zero: never started
 	FinishedAt time.Time // zero: not terminal
+
+	// WaitKind, while the job waits for a person, says for what: "" for
+	// the piece's question (ASK), WaitBudget or WaitGuard for the engine's,
+	// which only `continue` (or an abort) answers.
+	WaitKind string
 }
 
 // JobEvent is one entry of a job's history.

@@ -18,6 +18,7 @@ type Store interface {
 	InboxStore
 	ApprovalStore
 	LeaseStore
+	UsageStore
 	// Ping reports whether the store is reachable.
 	Ping(ctx context.Context) error
 	Close() error
@@ -105,7 +106,8 @@ type Finish struct {
 	// with the park under the job's new WaitSeq (its JobID, TaskID and
 	// WaitSeq are filled by the store).
 	Approval *Approval
-	// Checkpoint, with To == waiting_approval, is what the parked movement
+	// Checkpoint, with To == waiting_approval (or waiting_human, for the
+	// engine's own questions), is what the parked movement
 	// resumes from (the engine's, opaque to the store); see
 	// ApprovalStore.TakeCheckpoint.
 	Checkpoint string
@@ -121,6 +123,9 @@ type Finish struct {
 	// its first prompt or handed to it while it ran); later ones still call
 	// for an answer. 0: unknown.
 	SeenCommentID int64
+
+	// WaitKind, with To == waiting_human, is Job.WaitKind ("" for ASK).
+	WaitKind string
 }
 
 // JobStore keeps jobs and their history.

@@ -67,6 +67,11 @@ type stackOptions struct {
 	// Progress is the live progress of each platform (none: the status
 	// message alone).
 	Progress map[core.Platform]chat.ProgressSettings
+
+	// Prices and Budgets are the engine's (llm.prices, budgets).
+	Prices  map[string]engine.Price
+	Budgets engine.Budgets
+	Guards  engine.Guards
 }
 
 // stackExternals gives the engine the MCP servers' tools, as bot does.
@@ -119,6 +124,7 @@ func startStack(t testing.TB, opts stackOptions) *system {
 	svc := chat.NewService(st, q, chat.Config{DefaultPiece: "chat", Pieces: lib, Access: opts.Access, MaxFileBytes: opts.MaxFileBytes, Progress: opts.Progress})
 	ecfg := engine.Config{Model: "m", ContextWindow: 100000, Observer: svc,
 		Gate: policy.New(opts.Rules, st), ApprovalTimeout: opts.ApprovalTimeout, Logger: opts.Logger}
+	ecfg.Prices, ecfg.Budgets, ecfg.Guards = opts.Prices, opts.Budgets, opts.Guards
 	if len(opts.MCP) > 0 {
 		ecfg.Externals = stackExternals{m: mcp.New(mcp.Config{Servers: opts.MCP, MaxTools: opts.MCPMaxTools, Logger: opts.Logger})}
 	}

@@ -94,6 +94,8 @@ func (s *Service) command(ctx context.Context, c Command, task core.Task) (Reply
 		return s.list(ctx, c.Author)
 	case "mcp":
 		return Reply{Text: s.mcpServers(c.Channel)}, nil
+	case "usage":
+		return s.usage(ctx, c)
 	case "new":
 		if !c.Direct {
 			return Reply{Text: s.say("new_only_dm")}, nil

@@ -164,7 +164,13 @@ func (s *Service) HandleMessage(ctx context.Context, m Message) (Reply, error) {
 		if err != nil && !errors.Is(err, core.ErrNotFound) {
 			return Reply{}, err
 		}
-		if err == nil && active.State == core.JobWaitingHuman && !s.mayAnswer(task, m.Author) {
+		if err == nil && active.State == core.JobWaitingHuman && active.WaitKind != "" {
+			// The engine's question (a budget, a loop guard): only a
+			// well-formed `continue` from those who may decide answers it.
+			if r, refused := s.refuseContinue(task, m.Author, text); refused {
+				return s.once(ctx, keys, r)
+			}
+		} else if err == nil && active.State == core.JobWaitingHuman && !s.mayAnswer(task, m.Author) {
 			return s.once(ctx, keys, Reply{Text: s.say("not_allowed_answer")})
 		}
 	}
@@ -214,7 +220,11 @@ func (s *Service) HandleMessage(ctx context.Context, m Message) (Reply, error) {
 		// The answer: the asking movement starts again with it among the
 		// last comments. A second reply finds the job resumed already and
 		// stays a comment.
-		if !s.mayAnswer(res.Task, m.Author) {
+		if res.Active.WaitKind != "" {
+			if r, refused := s.refuseContinue(res.Task, m.Author, text); refused || !core.IsContinue(text) {
+				return r, nil // a comment that answers nothing, or it began to wait after the check above
+			}
+		} else if !s.mayAnswer(res.Task, m.Author) {
 			return Reply{}, nil // it began to wait after the check above
 		}
 		if _, err := s.dispatch.Resume(ctx, res.Active.ID, res.Active.WaitSeq); err != nil {
@@ -539,13 +549,31 @@ func command(text string) (name, args string, ok bool) {
 	return strings.ToLower(strings.TrimSpace(name)), strings.TrimSpace(args), name != ""
 }
 
+// refuseContinue returns the refusal of text as the answer to an engine's
+// question in task: a `continue` that is malformed or from someone who may
+// not decide (the requester, admins and approvers may). A message that is
+// no `continue` at all is kept as a comment and answers nothing; it is
+// refused only in that it does not resume the job.
+func (s *Service) refuseContinue(task core.Task, who Author, text string) (Reply, bool) {
+	if !core.IsContinue(text) {
+		return Reply{Text: s.say("continue_only")}, false
+	}
+	if _, _, ok := core.ParseContinue(text); !ok {
+		return Reply{Text: s.say("continue_bad")}, true
+	}
+	if !s.mayDecide(task, who) {
+		return Reply{Text: s.say("not_allowed_continue")}, true
+	}
+	return Reply{}, false
+}
+
 // messageSpan starts the span of message m, the root of the trace of
 // what it asks; with tracing off it builds nothing.
 func (s *Service) messageSpan(ctx context.Context, m Message) (context.Context, core.Span) {
 	if s.cfg.Tracer == nil {
 		return core.StartSpan(ctx, nil, "")
 	}
-	return s.cfg.Tracer.Start(ctx, "chat.message", core.Attr{Key: "baton.platform", Value: string(m.Thread.Platform)})
+	return s.cfg.Tracer.Start(ctx, "message.received", core.Attr{Key: "baton.platform", Value: string(m.Thread.Platform)})
 }
 
 // traceJob records the traceparent of ctx's span with job j, before it is

@@ -32,6 +32,10 @@ const (
 type park struct {
 	approval   core.Approval
 	checkpoint string
+	// question and waitKind, for a park in waiting_human (a budget, a
+	// guard), are what the thread is asked and core.Job.WaitKind.
+	question string
+	waitKind string
 }
 
 // checkpoint is what a parked movement resumes from: its conversation and
@@ -61,6 +65,12 @@ type checkpoint struct {
 	// no pending call. What people decided on other hosts is the job's
 	// approvals' (recallEgress).
 	Egress string `json:"egress,omitempty"`
+	// Budget is the limit the movement parked before passing (budget.go),
+	// with no pending call: it resumes at the request it did not make.
+	Budget *budgetHit `json:"budget,omitempty"`
+	// Guard is the loop guard the movement parked for (guard.go); Calls
+	// hold the repeated call first, when it was one.
+	Guard *guardHit `json:"guard,omitempty"`
 }
 
 type metaJSON struct {
@@ -191,6 +201,13 @@ func (pr *pieceRun) resumeMovement(ctx context.Context, mv *piece.Movement, cp c
 	defer func() { pr.writeMovementLog(mv.Name, m.record) }()
 	if cp.Egress != "" {
 		return pr.resumeEgress(ctx, m, cp.Egress, a)
+	}
+	if cp.Guard != nil {
+		return pr.resumeGuard(ctx, m, cp.Guard, cp.Calls)
+	}
+	if cp.Budget != nil {
+		pr.raiseBudget(ctx, cp.Budget)
+		return m.loop(ctx)
 	}
 	if len(cp.Calls) == 0 {
 		return outcome{}, errors.New("checkpoint without its pending call")

@@ -326,7 +326,7 @@ func (m *movement) summarise(ctx context.Context) (string, int, error) {
 			}
 			return "", 0, err
 		}
-		if err := pr.addUsage(ctx, m.mv.Name, resp.Usage, m.meter.scale(est)); err != nil {
+		if err := pr.addUsage(ctx, m.mv.Name, req.Model, resp.Usage, m.meter.scale(est)); err != nil {
 			return "", 0, err
 		}
 		summary := strings.TrimSpace(resp.Message.Content)

@@ -52,6 +52,10 @@ type Store interface {
 	// (core.ApprovalStore).
 	Approval(ctx context.Context, jobID, waitSeq int64) (core.Approval, error)
 	TakeCheckpoint(ctx context.Context, jobID, attempt int64) (string, error)
+	// AddUsage and SumUsage record each model request's usage and sum it
+	// for the budgets (core.UsageStore).
+	AddUsage(ctx context.Context, u core.Usage) error
+	SumUsage(ctx context.Context, f core.UsageFilter) (core.UsageSum, error)
 }
 
 // Pieces finds pieces by name. *piece.Library implements it.
@@ -318,11 +322,30 @@ type Config struct {
 	// its Bash commands their way out through it (see egress.go); nil:
 	// commands have no network unless a movement grants it.
 	Egress *egress.Proxy
+
+	// Prices are each model's price, for the cost of its usage; a model
+	// without one costs nothing. Budgets are checked before each model
+	// request (budget.go); MaxTokensPerJob, when set, is the job's token
+	// budget unless Budgets names one.
+	Prices  map[string]Price
+	Budgets Budgets
+	// Guards are the loop guards (guard.go); zero fields are off.
+	Guards Guards
 }
 
 func (c *Config) setDefaults() {
 	if c.Locale == "" {
 		c.Locale = "en"
+	}
+	if c.MaxTokensPerJob > 0 && c.Budgets.Default[ScopeJob].Tokens == 0 {
+		d := Limits{}
+		for k, v := range c.Budgets.Default {
+			d[k] = v
+		}
+		l := d[ScopeJob]
+		l.Tokens = c.MaxTokensPerJob
+		d[ScopeJob] = l
+		c.Budgets.Default = d
 	}
 	if c.Location == nil {
 		c.Location = time.Local

@@ -568,15 +568,6 @@ func TestMaxMovementsBudget(t *testing.T) {
 	}
 }
 
-func TestTokenBudget(t *testing.T) {
-	f := newFixture(t, map[string]string{"two-step": twoStep}, func(c *engine.Config) { c.MaxTokensPerJob = 5000 })
-	f.srv.Script(llmtest.Call("Read", `{"path":"input/none"}`).WithUsage(4000, 1200))
-	fin := f.run(f.start("two-step", "x"))
-	if fin.To != core.JobFailed || !strings.Contains(fin.Error, "llm.max_tokens_per_job") {
-		t.Fatalf("finish = %+v", fin)
-	}
-}
-
 func TestModelFailureFailsJob(t *testing.T) {
 	f := newFixture(t, nil)
 	f.srv.Script(llmtest.Status(500))

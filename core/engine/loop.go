@@ -54,6 +54,9 @@ type movement struct {
 	invalid  int        // invalid calls in a row
 	lastText string     // the model's last text
 	images   []llm.Part // images of the current turn's results, sent after them
+
+	lastCall string // the last tool call's callKey, for the repeat guard
+	repeats  int    // identical calls in a row, lastCall's included
 }
 
 // runMovement runs mv from its system and user prompts until a transition,
@@ -211,6 +214,14 @@ func (m *movement) loop(ctx context.Context) (outcome, error) {
 		if stop {
 			return out, nil
 		}
+		if out, stop, err := m.overDuration(ctx); err != nil || stop {
+			return out, err
+		}
+		if hit, err := pr.overBudget(ctx, model, m.meter.used()); err != nil {
+			return outcome{}, err
+		} else if hit != nil {
+			return m.parkForBudget(ctx, hit)
+		}
 		pr.mu.Lock()
 		pr.iteration = m.iter
 		pr.mu.Unlock()
@@ -230,7 +241,7 @@ func (m *movement) loop(ctx context.Context) (outcome, error) {
 			return outcome{}, &failure{reason: e.text.modelFailure(err)}
 		}
 		m.called = true
-		if err := pr.addUsage(ctx, m.mv.Name, resp.Usage, m.meter.used()); err != nil {
+		if err := pr.addUsage(ctx, m.mv.Name, model, resp.Usage, m.meter.used()); err != nil {
 			return outcome{}, err
 		}
 		// cutNote, when not empty, tells the model that the answer hit the
@@ -323,6 +334,14 @@ func (m *movement) runCalls(ctx context.Context, calls []llm.ToolCall) (out outc
 			m.add(llm.Message{Role: llm.RoleTool, ToolCallID: call.ID, Name: call.Name, Content: problem})
 			continue
 		}
+		repeats := 0
+		if n := e.cfg.Guards.RepeatCalls; n > 0 {
+			if repeats = m.repeated(call); repeats >= n+2 {
+				pr.tripped(ctx, GuardRepeat, m.mv.Name, fmt.Sprintf("%s %s, %d times in a row", call.Name, clipRunes(call.Arguments, 300), repeats))
+				out, err := m.parkForGuard(ctx, GuardRepeat, pr.repeatQuestion(call, repeats), calls[i:])
+				return out, err == nil, err
+			}
+		}
 		m.load(call.Name)
 		if _, known := m.tools[call.Name]; known {
 			switch d := m.gate(ctx, call); d.Action {
@@ -342,6 +361,10 @@ func (m *movement) runCalls(ctx context.Context, calls []llm.ToolCall) (out outc
 		}
 		if valid {
 			m.invalid = 0
+		}
+		if n := e.cfg.Guards.RepeatCalls; n > 0 && repeats >= n {
+			pr.tripped(ctx, GuardRepeat+"_warned", m.mv.Name, fmt.Sprintf("%s, %d times in a row", call.Name, repeats))
+			res.Text = strings.TrimSpace(res.Text + "\n\n" + e.text.fill("guard_repeat_warning", map[string]string{"tool": call.Name, "n": strconv.Itoa(repeats)}))
 		}
 		m.addResult(call, res)
 	}
@@ -505,6 +528,9 @@ func (m *movement) callTool(ctx context.Context, call llm.ToolCall) (tools.Resul
 	}
 	if err := context.Cause(ctx); err != nil && ctx.Err() != nil {
 		return res, true, err
+	}
+	if effect != tools.ReadsOnly && !refused && !res.IsError {
+		pr.state.Changes++ // the workspace may have changed (the movement-cycles guard)
 	}
 	if effect != tools.ReadsOnly && !refused {
 		if note := m.measured(ctx, limits); note != "" {

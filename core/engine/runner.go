@@ -38,6 +38,14 @@ type carried struct {
 	Feedback map[string][]string `json:"feedback,omitempty"` // verify feedback by target movement
 	Git      string              `json:"git,omitempty"`      // excerpt for the next movement
 	Handover string              `json:"handover,omitempty"` // the previous movement's summary
+
+	// Raises are what `continue` added to the budgets, for the rest of
+	// the job (budget.go).
+	Raises Limits `json:"raises,omitempty"`
+	// Changes counts the calls that may have changed the workspace, and
+	// Cycles the movements entered with nothing changed (guard.go).
+	Changes int              `json:"changes,omitempty"`
+	Cycles  map[string]cycle `json:"cycles,omitempty"`
 }
 
 type lesson struct {
@@ -83,6 +91,13 @@ type pieceRun struct {
 	reportedPrompt, cachedPrompt int64
 
 	egress *egressRun // guarded by mu: the egress proxy's session and decisions; nil until used
+
+	// lastTokens and lastCost are the last model request's usage, what the
+	// budgets expect the next to take; guarded by mu.
+	lastTokens int64
+	lastCost   float64
+
+	begun time.Time // when the attempt began, for the max_duration guard
 }
 
 func (e *Engine) newPieceRun(ctx context.Context, r *worker.Run, p *piece.Piece) (*pieceRun, error) {
@@ -100,6 +115,7 @@ func (e *Engine) newPieceRun(ctx context.Context, r *worker.Run, p *piece.Piece)
 		quota:        workspace.NewQuota(ws, e.cfg.MaxWorkspaceBytes, e.cfg.Floor),
 		log:          core.TraceLogger(ctx, e.cfg.Tracer, e.cfg.Logger.With("task", task.ID, "job", r.Job.ID)),
 		promptTokens: r.Job.PromptTokens, completionTokens: r.Job.CompletionTokens,
+		begun: e.cfg.Now(),
 	}
 	if r.Job.Lessons != "" {
 		if err := json.Unmarshal([]byte(r.Job.Lessons), &pr.state); err != nil {
@@ -147,11 +163,29 @@ func (pr *pieceRun) run(ctx context.Context) (core.Finish, error) {
 			return core.Finish{}, &failure{reason: fmt.Sprintf(e.text.msg("budget_movements"), pr.piece.MaxMovements)}
 		}
 		mv, _ := pr.piece.Movement(name)
+		if n, stop := pr.cycled(name); stop && cp == nil {
+			// Entered again with nothing changed: ask before going round
+			// once more; answered, the movement starts afresh.
+			pr.state.Cycles[name] = cycle{Mark: pr.state.Cycles[name].Mark}
+			pr.tripped(ctx, GuardCycles, name, fmt.Sprintf("entered %d times with no change in the workspace or the lessons", n))
+			q := e.text.fill("guard_question_cycles", map[string]string{"movement": name, "n": strconv.Itoa(n)})
+			if err := pr.save(ctx, name, pending...); err != nil {
+				pr.flush(ctx, pending)
+				return core.Finish{}, err
+			}
+			return core.Finish{To: core.JobWaitingHuman, Question: q, WaitKind: core.WaitGuard, ResumeMovement: name,
+				ResultSummary: q, Comments: pr.botComment(q)}, nil
+		}
 		pr.mu.Lock()
 		pr.movement, pr.iteration, pr.level, pr.compactions = name, 0, levelNone, 0
 		pr.mu.Unlock()
 		started := jobEvent("movement_started", name, fmt.Sprintf("%d/%d", j.MovementCount+1, pr.piece.MaxMovements))
-		if cp != nil {
+		switch {
+		case cp != nil && cp.Guard != nil:
+			started = jobEvent("movement_resumed", name, fmt.Sprintf("%d/%d, after the %s guard was answered", j.MovementCount+1, pr.piece.MaxMovements, cp.Guard.Kind))
+		case cp != nil && cp.Budget != nil:
+			started = jobEvent("movement_resumed", name, fmt.Sprintf("%d/%d, %s", j.MovementCount+1, pr.piece.MaxMovements, budgetNote(cp.Budget)))
+		case cp != nil:
 			started = jobEvent("movement_resumed", name, fmt.Sprintf("%d/%d, after %s's call was %s", j.MovementCount+1, pr.piece.MaxMovements, decided.Tool, decided.State))
 		}
 		if err := pr.save(ctx, name, append(pending, started)...); err != nil {
@@ -187,6 +221,15 @@ func (pr *pieceRun) run(ctx context.Context) (core.Finish, error) {
 		}
 		if err != nil {
 			return core.Finish{}, err
+		}
+		if p := out.park; p != nil && p.waitKind != "" {
+			// The engine asks the thread (a budget, a guard): the
+			// movement resumes from p.checkpoint once answered.
+			if err := pr.save(ctx, name); err != nil {
+				return core.Finish{}, err
+			}
+			return core.Finish{To: core.JobWaitingHuman, Question: p.question, WaitKind: p.waitKind, ResumeMovement: name,
+				Checkpoint: p.checkpoint, ResultSummary: p.question, Comments: pr.botComment(p.question)}, nil
 		}
 		if p := out.park; p != nil {
 			// The movement stops at a call that waits for a person; it
@@ -268,6 +311,9 @@ func (pr *pieceRun) checkpoint(ctx context.Context) (*checkpoint, core.Approval,
 	j := pr.job
 	if j.ResumeMovement == "" || j.WaitSeq == 0 {
 		return nil, core.Approval{}, nil
+	}
+	if j.WaitKind != "" {
+		return pr.askedCheckpoint(ctx)
 	}
 	a, err := pr.e.store.Approval(ctx, j.ID, j.WaitSeq)
 	if errors.Is(err, core.ErrNotFound) {
@@ -493,7 +539,7 @@ func (pr *pieceRun) step(ctx context.Context, s Step) {
 
 // addUsage accounts one response's tokens and enforces the job's budget.
 // estimate stands for the prompt tokens when the response reported none.
-func (pr *pieceRun) addUsage(ctx context.Context, movement string, u llm.Usage, estimate int) error {
+func (pr *pieceRun) addUsage(ctx context.Context, movement, model string, u llm.Usage, estimate int) error {
 	prompt, completion := int64(u.PromptTokens), int64(u.CompletionTokens)
 	if !u.Reported {
 		prompt, completion = int64(estimate), 0
@@ -501,18 +547,16 @@ func (pr *pieceRun) addUsage(ctx context.Context, movement string, u llm.Usage, 
 	pr.mu.Lock()
 	pr.promptTokens += prompt
 	pr.completionTokens += completion
-	total := pr.promptTokens + pr.completionTokens
 	if u.Reported {
 		pr.reportedPrompt += prompt
 		pr.cachedPrompt += int64(u.CachedTokens)
 	}
 	share := cachedShare(pr.cachedPrompt, pr.reportedPrompt)
 	pr.mu.Unlock()
+	cached := min(int64(u.CachedTokens), prompt)
+	pr.record(ctx, model, prompt, cached, completion) // its cost is in the usage row
 	_ = pr.event(ctx, "usage", movement, fmt.Sprintf("prompt=%d completion=%d cached=%d reported=%t cached_share=%s", prompt, completion, u.CachedTokens, u.Reported, share))
 	pr.observe(ctx)
-	if max := pr.e.cfg.MaxTokensPerJob; max > 0 && total > max {
-		return &failure{reason: fmt.Sprintf(pr.e.text.msg("budget_tokens"), total, max)}
-	}
 	return nil
 }
 

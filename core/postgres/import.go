@@ -28,7 +28,7 @@ type Source func(ctx context.Context, fn func(table string, cols []string, row [
 // importTables are the tables Import fills, in the order a Source hands
 // them over. Every one is checked empty first.
 var importTables = []string{"tasks", "comments", "jobs", "job_events", "outbox", "inbound_events",
-	"inbox", "approvals", "allow_rules", "job_checkpoints"}
+	"inbox", "approvals", "allow_rules", "job_checkpoints", "usage"}
 
 // derived are the columns of importTables a Source does not have:
 // Import computes them.
@@ -275,6 +275,13 @@ func convert(v any, typ string) (any, error) {
 			if x == float64(int64(x)) {
 				return int64(x), nil
 			}
+		}
+	case "double precision":
+		switch x := v.(type) {
+		case float64:
+			return x, nil
+		case int64:
+			return float64(x), nil
 		}
 	case "ARRAY":
 		var s string

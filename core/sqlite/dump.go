@@ -28,6 +28,7 @@ var dumpTables = []struct{ name, order string }{
 	{"approvals", "id"},
 	{"allow_rules", "id"},
 	{"job_checkpoints", "job_id"},
+	{"usage", "id"},
 }
 
 // Dump reads the store file at file without changing it (the file is

@@ -13,7 +13,7 @@ import (
 const jobCols = `id, task_id, COALESCE(parent_job_id, 0), COALESCE(retry_of, 0), piece, instruction, state,
 	movement, resume_movement, movement_count, iteration, attempt, failures, question, wait_seq, lessons,
 	result_summary, error, abort_requested_at, aborted_by, prompt_tokens, completion_tokens,
-	created_at, started_at, finished_at, trigger_msg_id, queued_at`
+	created_at, started_at, finished_at, trigger_msg_id, queued_at, wait_kind`
 
 func scanJob(r scanner) (core.Job, error) {
 	var j core.Job
@@ -22,7 +22,7 @@ func scanJob(r scanner) (core.Job, error) {
 	err := r.Scan(&j.ID, &j.TaskID, &j.ParentJobID, &j.RetryOf, &j.Piece, &j.Instruction, &state,
 		&j.Movement, &j.ResumeMovement, &j.MovementCount, &j.Iteration, &j.Attempt, &j.Failures, &j.Question,
 		&j.WaitSeq, &j.Lessons, &j.ResultSummary, &j.Error, &abortAt, &j.AbortedBy, &j.PromptTokens,
-		&j.CompletionTokens, &created, &started, &finished, &j.TriggerMsgID, &queued)
+		&j.CompletionTokens, &created, &started, &finished, &j.TriggerMsgID, &queued, &j.WaitKind)
 	if err != nil {
 		return core.Job{}, notFound(err)
 	}
@@ -331,8 +331,8 @@ func (s *Store) FinishJob(ctx context.Context, id, attempt int64, f core.Finish)
 			}
 		case core.JobWaitingHuman, core.JobWaitingSubtasks, core.JobWaitingApproval:
 			kind = core.EventParked
-			set = append(set, "wait_seq = wait_seq + 1", "question = ?", "resume_movement = ?")
-			args = append(args, f.Question, f.ResumeMovement)
+			set = append(set, "wait_seq = wait_seq + 1", "question = ?", "resume_movement = ?", "wait_kind = ?")
+			args = append(args, f.Question, f.ResumeMovement, f.WaitKind)
 		case core.JobQueued:
 			kind = core.EventRequeued
 			set = append(set, "queued_at = ?")
@@ -360,6 +360,10 @@ func (s *Store) FinishJob(ctx context.Context, id, attempt int64, f core.Finish)
 			if _, err := addEvent(ctx, tx, core.JobEvent{JobID: id, Kind: core.EventApprovalAsked, Movement: f.ResumeMovement,
 				Detail: f.Approval.Tool + " " + clip(f.Approval.Subject, 300) + " (" + f.Approval.Rule + ")"}); err != nil {
 				return err
+			}
+		} else if f.To == core.JobWaitingHuman && f.Checkpoint != "" {
+			if err := saveCheckpoint(ctx, tx, id, j.WaitSeq+1, f.Checkpoint); err != nil {
+				return fmt.Errorf("checkpoint: %w", err)
 			}
 		} else if _, err := tx.ExecContext(ctx, `DELETE FROM job_checkpoints WHERE job_id = ?`, id); err != nil {
 			return err

@@ -112,6 +112,10 @@ var areas = []struct {
 	{"checkpoints", []test{
 		{"TakeCheckpoint", testTakeCheckpoint},
 	}},
+	{"usage", []test{
+		{"Usage", testUsage},
+		{"WaitKind", testWaitKind},
+	}},
 	{"counts", []test{
 		{"CountJobs", testCountJobs},
 	}},

@@ -29,7 +29,7 @@ func newTracer(t *testing.T) (*Tracer, *tracetest.InMemoryExporter) {
 func TestTraceParentCrossesTracers(t *testing.T) {
 	gw, gwExp := newTracer(t)
 	wk, wkExp := newTracer(t)
-	ctx, root := gw.Start(context.Background(), "chat.message")
+	ctx, root := gw.Start(context.Background(), "message.received")
 	tp := gw.TraceParent(ctx)
 	root.End()
 	if !strings.HasPrefix(tp, "00-"+gw.TraceID(ctx)+"-") {
