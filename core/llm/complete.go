@@ -45,7 +45,7 @@ func (c *Client) Complete(ctx context.Context, req Request) (Response, error) {
 	if err != nil {
 		return Response{}, fmt.Errorf("llm: %w", err)
 	}
-	body, err := encodeBody(req, wreq)
+	body, err := encodeBody(&c.encoded, req, wreq)
 	if err != nil {
 		return Response{}, fmt.Errorf("llm: %w", err)
 	}

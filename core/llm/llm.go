@@ -187,9 +187,10 @@ type Client struct {
 	log        *slog.Logger
 	sleep      func(ctx context.Context, d time.Duration) error
 	redact     func(string) string
-	url        string // the base URL as errors show it (shownURL)
-	noKey      bool   // Config.APIKey is empty
-	keyMissing bool   // noKey, and the endpoint needs a key (NeedsKey)
+	url        string   // the base URL as errors show it (shownURL)
+	noKey      bool     // Config.APIKey is empty
+	keyMissing bool     // noKey, and the endpoint needs a key (NeedsKey)
+	encoded    msgCache // the JSON of messages already sent (msgcache.go)
 }
 
 // New returns a Client for cfg. It fails when BaseURL is not an http(s) URL.
