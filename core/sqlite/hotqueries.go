@@ -31,6 +31,10 @@ var hotQueries = []hotQuery{
 	{"InboxDue", qInboxDue},
 	{"InboxClaim", qInboxClaim},
 	{"InboxByKey", qInboxByKey},
+	// Retention runs off the hot path, but on the largest tables.
+	{"PruneEvents", qPruneEvents},
+	{"PruneComments", qPruneComments},
+	{"PrunableJobs", qPrunableJobs},
 }
 
 var (

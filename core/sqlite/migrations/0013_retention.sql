@@ -5,3 +5,4 @@ CREATE INDEX IF NOT EXISTS outbox_job ON outbox (job_id, id);
 CREATE INDEX IF NOT EXISTS job_events_at ON job_events (at);
 CREATE INDEX IF NOT EXISTS comments_created ON comments (created_at);
 CREATE INDEX IF NOT EXISTS jobs_finished ON jobs (finished_at) WHERE state IN ('succeeded', 'failed', 'aborted');
+CREATE INDEX IF NOT EXISTS jobs_retry ON jobs (retry_of);
