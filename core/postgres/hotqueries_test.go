@@ -1,0 +1,105 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// param matches a parameter, $N.
+var param = regexp.MustCompile(`\$(\d+)`)
+
+// seqScans returns the plan lines of q that read a whole table. The plan
+// is the generic one (the parameters unknown, as a prepared statement
+// runs), asked with enable_seqscan off: PostgreSQL then scans a table
+// sequentially only where no index serves the query, however few rows the
+// test's tables hold.
+func seqScans(ctx context.Context, s *Store, q string) ([]string, error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Release()
+	n := 0
+	for _, m := range param.FindAllStringSubmatch(q, -1) {
+		k, _ := strconv.Atoi(m[1])
+		n = max(n, k)
+	}
+	nulls := strings.TrimSuffix(strings.Repeat("NULL, ", n), ", ")
+	for _, stmt := range []string{`SET enable_seqscan = off`, `SET plan_cache_mode = force_generic_plan`,
+		`DEALLOCATE ALL`, `PREPARE hot AS ` + q} {
+		if _, err := conn.Exec(ctx, stmt, pgx.QueryExecModeSimpleProtocol); err != nil {
+			return nil, fmt.Errorf("%s: %w", strings.Fields(stmt)[0], err)
+		}
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), `RESET ALL; DEALLOCATE ALL`, pgx.QueryExecModeSimpleProtocol)
+	exec := `EXPLAIN EXECUTE hot`
+	if n > 0 {
+		exec += `(` + nulls + `)`
+	}
+	rows, err := conn.Query(ctx, exec, pgx.QueryExecModeSimpleProtocol)
+	if err != nil {
+		return nil, fmt.Errorf("explain: %w", err)
+	}
+	defer rows.Close()
+	var bad []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			return nil, err
+		}
+		if testing.Verbose() {
+			fmt.Printf("\t%s\n", line)
+		}
+		if strings.Contains(line, "Seq Scan on ") {
+			bad = append(bad, strings.TrimSpace(line))
+		}
+	}
+	return bad, rows.Err()
+}
+
+// TestHotQueriesUseIndexes: every query on a hot path (hotQueries) is
+// answered from an index — PostgreSQL's plan for it has no sequential scan
+// — so that its cost does not grow with a store of a year's tasks.
+func TestHotQueriesUseIndexes(t *testing.T) {
+	s := newStore(t)
+	for _, q := range hotQueries {
+		t.Run(q.name, func(t *testing.T) {
+			bad, err := seqScans(t.Context(), s, q.sql)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(bad) > 0 {
+				t.Errorf("%s scans a whole table: %q\n%s", q.name, bad, q.sql)
+			}
+		})
+	}
+}
+
+// TestScanCheckerFlagsUnindexedQueries: the check above can fail — a query
+// on an unindexed column, as a hot query changed to scan would be, is
+// flagged, and the same table read through an index is not.
+func TestScanCheckerFlagsUnindexedQueries(t *testing.T) {
+	s := newStore(t)
+	for _, c := range []struct {
+		sql  string
+		scan bool
+	}{
+		{`SELECT id FROM jobs WHERE instruction = $1`, true},
+		{`SELECT o.id FROM outbox o WHERE o.payload = $1`, true},
+		{qJobByID, false},
+	} {
+		bad, err := seqScans(t.Context(), s, c.sql)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := len(bad) > 0; got != c.scan {
+			t.Errorf("scan flagged = %v, want %v (plan lines %q) for\n%s", got, c.scan, bad, c.sql)
+		}
+	}
+}
