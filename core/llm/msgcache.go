@@ -29,9 +29,13 @@ import (
 type msgCache struct {
 	mu      sync.Mutex // guards the fields below
 	entries map[msgKey]*msgEntry
-	bytes   int    // the sum of len(entry.json)
-	gen     uint64 // counts the requests encoded; entries record the last that used them
-	limit   int    // the bound on bytes; 0 means msgCacheBytes
+	// seqs holds, by the key of a request's first message, the entries of
+	// that request in order: the next request of the same movement finds
+	// its messages by position, comparing without hashing.
+	seqs  map[msgKey][]*msgEntry
+	bytes int    // the sum of len(entry.json)
+	gen   uint64 // counts the requests encoded; entries record the last that used them
+	limit int    // the bound on bytes; 0 means msgCacheBytes
 }
 
 // msgCacheBytes bounds the JSON a Client keeps: a few movements of a
@@ -111,48 +115,62 @@ func sameMessage(a, b *Message) bool {
 // an equal message and encoded (and cached) otherwise.
 func (c *msgCache) messages(msgs []Message) ([][]byte, error) {
 	out := make([][]byte, len(msgs))
-	keys := make([]msgKey, len(msgs))
+	if len(msgs) == 0 {
+		return out, nil
+	}
+	seq := make([]*msgEntry, len(msgs))
+	first := keyOf(&msgs[0])
 	var missing []int
 	c.mu.Lock()
 	c.gen++
 	gen := c.gen
+	last := c.seqs[first]
 	for i := range msgs {
-		keys[i] = keyOf(&msgs[i])
-		if e, ok := c.entries[keys[i]]; ok && sameMessage(&e.msg, &msgs[i]) {
-			e.used = gen
-			out[i] = e.json
+		e := (*msgEntry)(nil)
+		if i < len(last) && sameMessage(&last[i].msg, &msgs[i]) {
+			e = last[i]
+		} else if m, ok := c.entries[keyOf(&msgs[i])]; ok && sameMessage(&m.msg, &msgs[i]) {
+			e = m
+		}
+		if e == nil {
+			missing = append(missing, i)
 			continue
 		}
-		missing = append(missing, i)
+		e.used = gen
+		out[i], seq[i] = e.json, e
 	}
 	c.mu.Unlock()
-	if len(missing) == 0 {
-		return out, nil
-	}
-	fresh := make([]*msgEntry, 0, len(missing))
 	for _, i := range missing {
 		js, err := encodeMessage(msgs[i])
 		if err != nil {
 			return nil, messageError(i, err)
 		}
 		out[i] = js
-		fresh = append(fresh, &msgEntry{msg: ownCopy(msgs[i]), json: js, used: gen})
+		seq[i] = &msgEntry{msg: ownCopy(msgs[i]), json: js, used: gen}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.entries == nil {
-		c.entries = make(map[msgKey]*msgEntry)
+		c.entries, c.seqs = make(map[msgKey]*msgEntry), make(map[msgKey][]*msgEntry)
 	}
-	for n, i := range missing {
-		if old, ok := c.entries[keys[i]]; ok {
+	for _, i := range missing {
+		k := keyOf(&msgs[i])
+		if old, ok := c.entries[k]; ok {
 			c.bytes -= len(old.json)
 		}
-		c.entries[keys[i]] = fresh[n]
-		c.bytes += len(fresh[n].json)
+		c.entries[k] = seq[i]
+		c.bytes += len(seq[i].json)
 	}
+	if len(c.seqs) >= maxSeqs {
+		clear(c.seqs)
+	}
+	c.seqs[first] = seq
 	c.evict(gen)
 	return out, nil
 }
+
+// maxSeqs bounds the movements whose order the cache remembers.
+const maxSeqs = 256
 
 // evict drops the entries used longest ago until the cache is within
 // three quarters of its bound, when it is past it. Entries the current
@@ -174,6 +192,9 @@ func (c *msgCache) evict(gen uint64) {
 		all = append(all, aged{k, e.used})
 	}
 	slices.SortFunc(all, func(a, b aged) int { return cmp.Compare(a.used, b.used) })
+	// The sequences may hold evicted entries: they are rebuilt by the
+	// next requests.
+	clear(c.seqs)
 	for _, a := range all {
 		if c.bytes <= limit*3/4 || a.used == gen {
 			return

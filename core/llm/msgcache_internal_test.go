@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -137,5 +138,21 @@ func TestCachedBodyRefusesBadMessages(t *testing.T) {
 		if _, err := encodeBody(c, bad, wreq); err == nil || !strings.Contains(err.Error(), "message 1") {
 			t.Fatalf("err = %v, want message 1's unknown role", err)
 		}
+	}
+}
+
+// TestCacheComparesEveryField: sameMessage and ownCopy name Message's and
+// Part's fields one by one; a field added to either must be added there
+// (and to keyOf when it is large), or a cached encoding could outlive a
+// change of it.
+func TestCacheComparesEveryField(t *testing.T) {
+	if n := reflect.TypeOf(Message{}).NumField(); n != 6 {
+		t.Errorf("Message has %d fields; sameMessage compares 6: update it, ownCopy and keyOf", n)
+	}
+	if n := reflect.TypeOf(Part{}).NumField(); n != 4 {
+		t.Errorf("Part has %d fields; sameMessage compares 4: update it and ownCopy", n)
+	}
+	if n := reflect.TypeOf(ToolCall{}).NumField(); n != 3 {
+		t.Errorf("ToolCall has %d fields: check that == still compares them all", n)
 	}
 }
