@@ -154,3 +154,21 @@ func (s *Store) vacuumStep(ctx context.Context) error {
 		return err
 	})
 }
+
+// autoVacuumIncremental is PRAGMA auto_vacuum's value for INCREMENTAL.
+const autoVacuumIncremental = 2
+
+// noteAutoVacuum says, once at Open, when the file was made before
+// auto_vacuum=INCREMENTAL: SQLite takes the setting only while a file has
+// no table, so such a store keeps the pages retention frees for new rows
+// and its file does not shrink, until a VACUUM made while Baton is stopped
+// converts it.
+func (s *Store) noteAutoVacuum(ctx context.Context) {
+	var mode int
+	if err := s.reader.DB.QueryRowContext(ctx, `PRAGMA auto_vacuum`).Scan(&mode); err != nil || mode == autoVacuumIncremental {
+		return
+	}
+	s.log.InfoContext(ctx, "the store was made without auto_vacuum=INCREMENTAL: the rows retention prunes leave free pages that new rows reuse, "+
+		"but the file does not shrink; to let it, stop Baton and run sqlite3 on it: PRAGMA auto_vacuum=INCREMENTAL; VACUUM;",
+		"path", s.path, "auto_vacuum", mode)
+}

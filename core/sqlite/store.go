@@ -192,6 +192,7 @@ func open(ctx context.Context, path string, opts Options, busyMS int) (*Store, e
 		s.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
+	s.noteAutoVacuum(ctx)
 	return s, nil
 }
 
