@@ -24,7 +24,8 @@ import (
 // to encoding the whole request afresh (TestCachedBodyMatchesFresh).
 //
 // The cache is bounded (msgCacheBytes of encoded JSON): past the bound the
-// entries used longest ago go first. It is safe for concurrent use; the
+// entries used longest ago go first, and entries no recent request used
+// go (staleAfter). It is safe for concurrent use; the
 // zero value is ready.
 type msgCache struct {
 	mu      sync.Mutex // guards the fields below
@@ -39,8 +40,17 @@ type msgCache struct {
 }
 
 // msgCacheBytes bounds the JSON a Client keeps: a few movements of a
-// million tokens.
-const msgCacheBytes = 64 << 20
+// million tokens (3.8 MB each), many of 100k.
+const msgCacheBytes = 32 << 20
+
+// Every staleEvery requests, the entries no request used in the last
+// staleAfter go, so that a quiet process does not keep the JSON of
+// movements long over (a movement waiting on a tool meanwhile encodes its
+// messages again).
+const (
+	staleEvery = 256
+	staleAfter = 1024
+)
 
 // msgKey finds a message's entry: its role, its counts of parts and calls,
 // and the identity of the strings that make it up.
@@ -179,6 +189,17 @@ func (c *msgCache) evict(gen uint64) {
 	limit := c.limit
 	if limit == 0 {
 		limit = msgCacheBytes
+	}
+	if gen%staleEvery == 0 {
+		// Movements that ended leave their messages: they go once no
+		// request has used them for staleAfter requests.
+		for k, e := range c.entries {
+			if e.used+staleAfter < gen {
+				c.bytes -= len(e.json)
+				delete(c.entries, k)
+			}
+		}
+		clear(c.seqs)
 	}
 	if c.bytes <= limit {
 		return

@@ -156,3 +156,29 @@ func TestCacheComparesEveryField(t *testing.T) {
 		t.Errorf("ToolCall has %d fields: check that == still compares them all", n)
 	}
 }
+
+// TestCacheForgetsEndedMovements: the messages of a movement no request
+// uses any more leave the cache, while those of a movement still going
+// stay.
+func TestCacheForgetsEndedMovements(t *testing.T) {
+	c := new(msgCache)
+	wreq := openai.ChatCompletionRequest{Model: "m"}
+	ended := Request{Messages: []Message{{Role: RoleSystem, Content: "ended movement"}, {Role: RoleUser, Content: strings.Repeat("e", 100)}}}
+	going := Request{Messages: []Message{{Role: RoleSystem, Content: "going movement"}, {Role: RoleUser, Content: strings.Repeat("g", 100)}}}
+	if _, err := encodeBody(c, ended, wreq); err != nil {
+		t.Fatal(err)
+	}
+	for range staleAfter + staleEvery {
+		if _, err := encodeBody(c, going, wreq); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, e := range c.entries {
+		if strings.HasPrefix(e.msg.Content, "ended") || strings.HasPrefix(e.msg.Content, "e") {
+			t.Errorf("the ended movement's message %q is still cached", e.msg.Content[:5])
+		}
+	}
+	if c.len() != 2 {
+		t.Errorf("cache holds %d messages, want the going movement's 2", c.len())
+	}
+}
