@@ -25,7 +25,7 @@ func (m *Main) chatSession(ctx context.Context, jf jobFlags) error {
 	}
 	defer closeLog()
 	steps := &stepRelay{}
-	sys, err := newSystem(ctx, m.Config, m.Logger, systemOptions{embedded: true, converse: true, stepper: steps, workspaces: m.workspaces})
+	sys, err := newSystem(ctx, m.Config, m.Logger, systemOptions{role: "chat", embedded: true, converse: true, stepper: steps, workspaces: m.workspaces})
 	if err != nil {
 		return m.systemErr("chat", err)
 	}

@@ -51,6 +51,7 @@ type Config struct {
 	Admin      AdminConfig      `yaml:"admin"`
 	API        APIConfig        `yaml:"api"`
 	Log        LogConfig        `yaml:"log"`
+	Otel       OtelConfig       `yaml:"otel"`
 	Slack      SlackConfig      `yaml:"slack"`
 	Discord    DiscordConfig    `yaml:"discord"`
 	Access     AccessConfig     `yaml:"access"`
@@ -68,6 +69,11 @@ type LLMConfig struct {
 	RequestTimeout  time.Duration `yaml:"request_timeout"`
 	MaxRetries      int           `yaml:"max_retries"`
 	MaxTokensPerJob int64         `yaml:"max_tokens_per_job"` // 0: unlimited
+
+	// Provider names the server behind base_url where Baton must speak
+	// its dialect: "" (any OpenAI-compatible endpoint) or "ollama" (its
+	// options.num_ctx is sent as context_window).
+	Provider string `yaml:"provider"`
 }
 
 // ContextConfig holds the context manager's thresholds, as fractions of the
@@ -197,6 +203,12 @@ type AdminConfig struct {
 // APIConfig configures the task API.
 type APIConfig struct {
 	Token Secret `yaml:"token"` // empty: API off
+}
+
+// OtelConfig configures OpenTelemetry tracing. Where spans go is the
+// standard OTEL_EXPORTER_OTLP_* variables' business (see core/tracing).
+type OtelConfig struct {
+	Enabled bool `yaml:"enabled"` // false: no tracer, no exporter, no trace ids in logs
 }
 
 // LogConfig configures logging.
@@ -984,6 +996,9 @@ func (c Config) Validate() error {
 	if c.LLM.ContextWindow > 0 && c.LLM.MaxOutputTokens >= c.LLM.ContextWindow {
 		v.fail("llm.max_output_tokens", "must be smaller than llm.context_window")
 	}
+	if p := c.LLM.Provider; p != "" && p != "ollama" {
+		v.fail("llm.provider", fmt.Sprintf("%q is not \"\" or ollama", p))
+	}
 	v.duration("llm.request_timeout", c.LLM.RequestTimeout)
 	v.notNegative("llm.max_retries", int64(c.LLM.MaxRetries))
 	v.notNegative("llm.max_tokens_per_job", c.LLM.MaxTokensPerJob)
@@ -1241,4 +1256,13 @@ func idProblem(id string, kinds []string) string {
 		return ""
 	}
 	return fmt.Sprintf("%q must be written as <platform>:<id> with platform one of %s", id, strings.Join(kinds, ", "))
+}
+
+// numCtx is the options.num_ctx Baton sends: the context window, to
+// Ollama only (llm.provider: ollama); 0 sends none.
+func (c LLMConfig) numCtx() int {
+	if c.Provider == "ollama" {
+		return c.ContextWindow
+	}
+	return 0
 }

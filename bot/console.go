@@ -246,6 +246,15 @@ func (o observers) Question(ctx context.Context, taskID int64, text string) erro
 	return errors.New("this job's thread takes no questions")
 }
 
+// Notice passes a notice for a job's thread to the status observer when
+// it can post one.
+func (o observers) Notice(ctx context.Context, taskID int64, text string) error {
+	if n, ok := o.status.(engine.Notifier); ok {
+		return n.Notice(ctx, taskID, text)
+	}
+	return errors.New("this job's thread takes no notices")
+}
+
 // lineWriter writes what it is given, line by line, through show (the
 // console's screen), so that a verbose log keeps the prompt at the bottom.
 type lineWriter struct {

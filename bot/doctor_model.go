@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/baton-bot/baton/core/llm"
+	"github.com/baton-bot/baton/core/tokens"
 )
 
 // doctorTool is the one tool the tool-calling check offers the model.
@@ -166,7 +167,7 @@ func (d *doctor) model(ctx context.Context) []check {
 	if c.APIKey == "" && strings.EqualFold(hostOf(c.BaseURL), "api.openai.com") {
 		return []check{failure("llm.endpoint", "llm.api_key is empty, and OpenAI's API needs a key", "set OPENAI_API_KEY (or llm.api_key); for a local model set OPENAI_BASE_URL")}
 	}
-	client, err := llm.New(llm.Config{BaseURL: c.BaseURL, APIKey: c.APIKey.Reveal(), Model: model, Timeout: doctorTimeout, HTTPClient: d.hc, Logger: d.log})
+	client, err := llm.New(llm.Config{BaseURL: c.BaseURL, APIKey: c.APIKey.Reveal(), Model: model, Timeout: doctorTimeout, HTTPClient: d.hc, Logger: d.log, NumCtx: c.numCtx()})
 	if err != nil {
 		return []check{failure("llm.endpoint", fmt.Sprintf("llm.base_url %s is not an http(s) URL", at), "set llm.base_url (OPENAI_BASE_URL) to the API's root, such as http://localhost:11434/v1")}
 	}
@@ -214,6 +215,9 @@ func (d *doctor) model(ctx context.Context) []check {
 		return []check{failure("llm.endpoint", fmt.Sprintf("the endpoint at %s answered GET /models with %v", at, err), "check the model server's log, or llm.base_url (OPENAI_BASE_URL)")}
 	}
 	out = append(out, d.tools(ctx, client, at, c.Model))
+	if ch, ok := d.truncation(ctx, client, at); ok {
+		out = append(out, ch)
+	}
 	window := c.ContextWindow
 	if n, ok := list.Context[model]; ok {
 		if window > n {
@@ -250,6 +254,9 @@ func (d *doctor) tools(ctx context.Context, client *llm.Client, at, model string
 		resp, err = client.Complete(ctx, req)
 	}
 	toolFix := "pick a model with tool (function) calling; vLLM needs --enable-auto-tool-choice and a --tool-call-parser, Ollama a model tagged tools"
+	if detail, fix, ok := serverToolProblem(err, at); ok {
+		return failure(name, detail, fix)
+	}
 	if err != nil {
 		return completionFailure(name, err, d.cfg.LLM.APIKey, at, model)
 	}
@@ -283,4 +290,69 @@ func hostOf(raw string) string {
 		return ""
 	}
 	return strings.TrimSuffix(u.Hostname(), ".")
+}
+
+// serverToolProblem recognises, by the server's own words, a server that
+// refuses tool calls because of how it was started: vLLM without a tool
+// parser ("\"auto\" tool choice requires --enable-auto-tool-choice and
+// --tool-call-parser to be set"), llama.cpp's server without --jinja
+// ("tools param requires --jinja flag").
+func serverToolProblem(err error, at string) (detail, fix string, ok bool) {
+	var se *llm.StatusError
+	if !errors.As(err, &se) {
+		return "", "", false
+	}
+	msg := se.Message
+	switch {
+	case strings.Contains(msg, "--enable-auto-tool-choice") || strings.Contains(msg, "--tool-call-parser"):
+		return fmt.Sprintf("the vLLM server at %s refuses tool calls: it was started without a tool parser (%s)", at, clip(oneLine(se), 200)),
+			"start vLLM with --enable-auto-tool-choice --tool-call-parser NAME, the parser for the model (hermes for Qwen and Hermes models, llama3_json for Llama 3.x, mistral for Mistral)", true
+	case strings.Contains(msg, "--jinja"):
+		return fmt.Sprintf("llama.cpp's server at %s refuses tool calls: it was started without --jinja (%s)", at, clip(oneLine(se), 200)),
+			"start llama-server with --jinja (and --chat-template-file with a template that supports tools if the model's own does not)", true
+	}
+	return "", "", false
+}
+
+// truncationProbe bounds the prompt of the truncation check, in tokens:
+// above the few thousand Ollama keeps by default, within any window Baton
+// accepts.
+const truncationProbe = 8000
+
+// truncation sends one long prompt (a 1-token completion) to a local
+// Ollama — llm.provider ollama, or a base URL on Ollama's port 11434 —
+// and compares the prompt tokens it reports with Baton's count: far
+// fewer means the server cuts Baton's prompts to its num_ctx. ok is false
+// when the check does not apply.
+func (d *doctor) truncation(ctx context.Context, client *llm.Client, at string) (check, bool) {
+	const name = "llm.num_ctx"
+	c := d.cfg.LLM
+	if u, err := url.Parse(c.BaseURL); c.Provider != "ollama" && (err != nil || u.Port() != "11434") {
+		return check{}, false
+	}
+	want := min(truncationProbe, (c.ContextWindow-c.MaxOutputTokens)*3/4)
+	counter := tokens.ForModel(c.Model)
+	var b strings.Builder
+	b.WriteString("This is a test of the context size. Answer OK.\n")
+	for i := 0; counter.Count(b.String()) < want; i++ {
+		for range 50 {
+			fmt.Fprintf(&b, "line %d: the quick brown fox jumps over the lazy dog\n", i)
+			i++
+		}
+	}
+	sent := counter.Count(b.String())
+	resp, err := client.Complete(ctx, llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Content: b.String()}}, MaxTokens: 1})
+	switch {
+	case err != nil:
+		return skipped(name, fmt.Sprintf("a %d-token prompt failed, so truncation is not checked: %s", sent, clip(oneLine(err), 200))), true
+	case !resp.Usage.Reported:
+		return skipped(name, "the endpoint reports no usage, so truncation is not checked"), true
+	case resp.Usage.PromptTokens*2 < sent:
+		fix := fmt.Sprintf("raise Ollama's context to llm.context_window: OLLAMA_CONTEXT_LENGTH=%d in the server's environment, or PARAMETER num_ctx %d in the model's Modelfile; or set llm.provider: ollama, so that Baton sends options.num_ctx; or lower llm.context_window to what the server holds", c.ContextWindow, c.ContextWindow)
+		if c.Provider == "ollama" {
+			fix = fmt.Sprintf("Baton sent options.num_ctx %d, which this endpoint ignored: set OLLAMA_CONTEXT_LENGTH=%d in the server's environment, or PARAMETER num_ctx %d in the model's Modelfile; or lower llm.context_window to what the server holds", c.ContextWindow, c.ContextWindow, c.ContextWindow)
+		}
+		return failure(name, fmt.Sprintf("%s counted %d prompt tokens for a prompt of about %d: it cuts longer prompts to its num_ctx, and the model would not see the start of a job's conversation", at, resp.Usage.PromptTokens, sent), fix), true
+	}
+	return passed(name, fmt.Sprintf("a prompt of about %d tokens arrived whole (%d prompt tokens reported)", sent, resp.Usage.PromptTokens)), true
 }

@@ -330,6 +330,9 @@ func (m *Main) setup(cmd string, cf commonFlags) error {
 	if err != nil {
 		return configErr(cmd, err)
 	}
+	if logger, err = m.traceLogs(cfg, logger); err != nil {
+		return configErr(cmd, err)
+	}
 	m.Config, m.Logger, m.origins = cfg, logger, origins
 	m.Logger.Debug("configuration loaded", "command", cmd, "data_dir", cfg.DataDir, "redis", cfg.Redis.enabled())
 	return nil
@@ -424,7 +427,7 @@ func (m *Main) worker(ctx context.Context, args []string) error {
 	if err := m.requireKey("worker"); err != nil {
 		return err
 	}
-	sys, err := newSystem(ctx, m.Config, m.Logger, systemOptions{converse: true, workspaces: m.workspaces})
+	sys, err := newSystem(ctx, m.Config, m.Logger, systemOptions{role: "worker", converse: true, workspaces: m.workspaces})
 	if err != nil {
 		return m.systemErr("worker", err)
 	}

@@ -38,10 +38,13 @@ type metrics struct {
 
 	mcpCalls   *prometheus.CounterVec
 	mcpLatency *prometheus.HistogramVec
+
+	textCalls *prometheus.CounterVec // tool calls written as text
 }
 
 var (
 	_ engine.Meter         = (*metrics)(nil)
+	_ engine.TextCallMeter = (*metrics)(nil)
 	_ mcp.Meter            = (*metrics)(nil)
 	_ worker.PoolMeter     = (*metrics)(nil)
 	_ worker.ExecutorMeter = (*metrics)(nil)
@@ -76,6 +79,8 @@ func newMetrics() *metrics {
 	m.mcpCalls = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_mcp_calls_total", Help: "MCP tool calls by server and outcome (ok, tool_error, protocol_error, timeout, unavailable)."}, []string{"server", "outcome"})
 	m.mcpLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "baton_mcp_call_seconds", Help: "MCP tool call time by server.", Buckets: prometheus.ExponentialBuckets(0.005, 4, 9)}, []string{"server"})
 	m.reg.MustRegister(m.tokenError, m.tokenFactor, m.mcpCalls, m.mcpLatency)
+	m.textCalls = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_llm_text_tool_calls_total", Help: "Tool calls the model wrote as text instead of tool_calls, by outcome (recovered: read as calls; repaired: arguments that were not valid JSON, repaired; unreadable: the model was told the format)."}, []string{"model", "outcome"})
+	m.reg.MustRegister(m.textCalls)
 	m.reg.MustRegister(m.llmLatency, m.llmTokens, m.llmErrors, m.toolCalls, m.toolErrors, m.toolLatency, m.levels, m.movements,
 		m.claimLatency, m.jobDurations, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -118,6 +123,11 @@ func (m *metrics) LLMCall(model string, took time.Duration, u llm.Usage, err err
 	m.llmTokens.WithLabelValues(model, "prompt").Add(float64(u.PromptTokens))
 	m.llmTokens.WithLabelValues(model, "completion").Add(float64(u.CompletionTokens))
 	m.llmTokens.WithLabelValues(model, "cached").Add(float64(u.CachedTokens))
+}
+
+// TextCalls implements engine.TextCallMeter.
+func (m *metrics) TextCalls(model, outcome string, n int) {
+	m.textCalls.WithLabelValues(model, outcome).Add(float64(n))
 }
 
 func (m *metrics) ToolCall(tool string, took time.Duration, failed bool) {

@@ -53,7 +53,7 @@ func (m *Main) run(ctx context.Context, jf jobFlags, instruction string) error {
 	}
 	defer closeLog()
 	steps := &stepRelay{}
-	sys, err := newSystem(ctx, m.Config, m.Logger, systemOptions{embedded: true, decide: true, stepper: steps, workspaces: m.workspaces})
+	sys, err := newSystem(ctx, m.Config, m.Logger, systemOptions{role: "run", embedded: true, decide: true, stepper: steps, workspaces: m.workspaces})
 	if err != nil {
 		return m.systemErr("run", err)
 	}
@@ -376,6 +376,8 @@ func (p *runView) print(ctx context.Context, st interface {
 		case e.Kind == "tool" && strings.Contains(e.Detail, " → error: "):
 			_, msg, _ := strings.Cut(e.Detail, " → error: ")
 			p.scr.Line("    → error: " + msg)
+		case e.Kind == "prompt_truncated":
+			p.scr.Line("  warning: " + e.Detail)
 		case e.Kind == "transition_refused":
 			p.scr.Line("  transition refused: " + e.Detail)
 		case strings.HasPrefix(e.Kind, "context_"):

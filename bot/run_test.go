@@ -333,3 +333,26 @@ func TestRunVerbose(t *testing.T) {
 		t.Errorf("a log file was made with --verbose")
 	}
 }
+
+// TestRunTruncationWarning: a server that counts far fewer prompt tokens
+// than Baton sent (Ollama at its default num_ctx) is told on baton run's
+// stderr, naming num_ctx, once.
+func TestRunTruncationWarning(t *testing.T) {
+	n := newNewcomer(t)
+	n.srv.Script(
+		llmtest.Call("Write", `{"path":"output/hello.txt","content":"hi"}`).WithUsage(200, 5),
+		llmtest.Call("transition", `{"next_step":"COMPLETE","summary":"Wrote output/hello.txt."}`).WithUsage(200, 5),
+	)
+	code, stdout, stderr := n.run("write a greeting file")
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	if got := strings.Count(stderr, "  warning: The model server counted 200 prompt tokens"); got != 1 {
+		t.Errorf("the truncation warning is on stderr %d times, want once:\n%s", got, stderr)
+	}
+	for _, want := range []string{"OLLAMA_CONTEXT_LENGTH=", "num_ctx", "llm.context_window"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr does not say %q:\n%s", want, stderr)
+		}
+	}
+}

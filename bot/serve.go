@@ -31,7 +31,7 @@ import (
 // taking requests, lets running jobs finish for workers.shutdown_grace and
 // requeues the rest.
 func (m *Main) serveAll(ctx context.Context, cmd string, workers bool) error {
-	sys, err := newSystem(ctx, m.Config, m.Logger, systemOptions{converse: true, workspaces: m.workspaces})
+	sys, err := newSystem(ctx, m.Config, m.Logger, systemOptions{role: cmd, converse: true, workspaces: m.workspaces})
 	if err != nil {
 		return m.systemErr(cmd, err)
 	}

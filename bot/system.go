@@ -46,7 +46,8 @@ type system struct {
 	log      *slog.Logger
 	store    store
 	queue    core.Queue
-	embedded bool // the queue is the in-process one, its store's only queue
+	embedded bool        // the queue is the in-process one, its store's only queue
+	tracer   core.Tracer // nil unless otel.enabled
 
 	// queueName names the queue for people: "Redis at host:port" or "the
 	// in-process queue".
@@ -86,6 +87,8 @@ type system struct {
 
 // systemOptions choose what a command needs.
 type systemOptions struct {
+	// role is the command, named in traces (otel.enabled).
+	role string
 	// embedded forces the in-process queue whatever redis.url says
 	// (baton run, baton chat).
 	embedded bool
@@ -393,6 +396,9 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger, opts systemOpt
 			sys.Close()
 		}
 	}()
+	if err := sys.startTracer(ctx, opts.role); err != nil {
+		return nil, err
+	}
 	// A mistake in the configuration is reported before anything on disk
 	// is looked at or changed.
 	if err := checkPieces(cfg); err != nil {
@@ -435,6 +441,7 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger, opts systemOpt
 	model, err := llm.New(llm.Config{
 		BaseURL: cfg.LLM.BaseURL, APIKey: cfg.LLM.APIKey.Reveal(), Model: cfg.LLM.Model,
 		Timeout: cfg.LLM.RequestTimeout, MaxRetries: cfg.LLM.MaxRetries, Logger: log,
+		NumCtx: cfg.LLM.numCtx(),
 	})
 	if err != nil {
 		return nil, &ConfigError{Key: "llm.base_url", Msg: err.Error()}
@@ -470,7 +477,7 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger, opts systemOpt
 	if opts.converse || opts.decide {
 		sys.chat = chat.NewService(sys.store, sys.queue, chat.Config{
 			DefaultPiece: cfg.DefaultPiece, Pieces: sys.pieces, MCP: sys.chatMCP(), Locale: cfg.Locale, MaxFileBytes: cfg.Files.MaxBytes,
-			Access: chatAccess(cfg), Kick: sys.kick, Logger: log,
+			Access: chatAccess(cfg), Kick: sys.kick, Logger: log, Tracer: sys.tracer,
 		})
 		if opts.converse {
 			observer, notifier = sys.chat, sys.chat
@@ -496,7 +503,7 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger, opts systemOpt
 		ToolResultMaxTokens: cfg.Context.ToolResultMaxTokens, ReminderAfter: cfg.Agent.ReminderAfter,
 		WorkspaceRoot: workspaceRoot(cfg), MaxWorkspaceBytes: cfg.Workspaces.MaxBytes,
 		Floor: sys.floor, Gate: sys.gate, ApprovalTimeout: cfg.Approvals.Timeout,
-		Sandbox: sb, Observer: observer, Meter: sys.metrics, Logger: log,
+		Sandbox: sb, Observer: observer, Meter: sys.metrics, Logger: log, Tracer: sys.tracer,
 		Externals: sys.externals(),
 		Egress:    sys.egress,
 	})
@@ -505,7 +512,7 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger, opts systemOpt
 	}
 
 	sys.dispatch = worker.Dispatch{Store: sys.store, Queue: sys.queue}
-	exec := worker.NewExecutor(sys.store, sys.queue, sys.engine, worker.ExecutorConfig{MaxFailures: cfg.Queue.MaxFailures, Notify: notifier, Meter: sys.metrics, Logger: log})
+	exec := worker.NewExecutor(sys.store, sys.queue, sys.engine, worker.ExecutorConfig{MaxFailures: cfg.Queue.MaxFailures, Notify: notifier, Meter: sys.metrics, Logger: log, Tracer: sys.tracer})
 	sys.pool = worker.NewPool(sys.queue, exec, worker.PoolConfig{
 		Concurrency: cfg.Workers.Concurrency, Lease: cfg.Queue.Lease, Heartbeat: cfg.Queue.Heartbeat,
 		ShutdownGrace: cfg.Workers.ShutdownGrace, MaxFailures: cfg.Queue.MaxFailures,

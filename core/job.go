@@ -120,6 +120,11 @@ type JobEvent struct {
 	Kind     string
 	Movement string
 	Detail   string
+	// Attempt, when not 0, fences AddEvent on a running attempt: the event
+	// of an attempt that lost its lease, or of a run that has ended, is
+	// refused with ErrStale and not recorded, so that nothing follows a
+	// job's last event. It is not stored.
+	Attempt int64
 }
 
 // Job event kinds written by the worker and the store.

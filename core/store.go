@@ -167,7 +167,8 @@ type JobStore interface {
 	// aborted at once; a running job keeps running until its worker stops it
 	// (see AbortRequestedAt). A terminal job is returned unchanged.
 	RequestAbort(ctx context.Context, id int64, by string) (Job, error)
-	// AddEvent appends to a job's history.
+	// AddEvent appends to a job's history; with e.Attempt set, only while
+	// the job runs under that attempt (fenced, see JobEvent.Attempt).
 	AddEvent(ctx context.Context, e JobEvent) error
 	// Events returns a job's history, oldest first.
 	Events(ctx context.Context, jobID int64) ([]JobEvent, error)

@@ -275,6 +275,7 @@ func (s *Service) statusLine(ctx context.Context, task core.Task, j core.Job) (s
 		}
 	}
 	level += s.egressStatus(evs)
+	level += s.cachedNote(usageTotals(evs))
 	var children string
 	kids, err := s.store.Jobs(ctx, core.JobFilter{ParentJobID: j.ID})
 	if err != nil {

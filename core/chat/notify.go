@@ -312,6 +312,7 @@ func (s *Service) Observe(ctx context.Context, st engine.Status) {
 	if st.Compactions > 0 {
 		level += s.say("compacted_note", "n", strconv.Itoa(st.Compactions))
 	}
+	level += s.cachedNote(st.CachedTokens, st.PromptTokens)
 	text := s.say("progress", "piece", st.Piece, "movement", s.movementText(st.Piece, st.Movement, st.MovementCount),
 		"iteration", strconv.Itoa(st.Iteration),
 		"tokens", strconv.FormatInt(st.Tokens, 10), "elapsed", elapsed, "level", level)
@@ -332,4 +333,40 @@ func (s *Service) Question(ctx context.Context, taskID int64, text string) error
 	}
 	s.cfg.Kick()
 	return nil
+}
+
+var _ engine.Notifier = (*Service)(nil)
+
+// Notice implements engine.Notifier: text is posted in the task's thread.
+func (s *Service) Notice(ctx context.Context, taskID int64, text string) error {
+	if err := s.store.AddOutbox(ctx, core.OutboxMessage{TaskID: taskID, Kind: core.OutboxPost, Payload: Payload{Text: text}.Encode()}); err != nil {
+		return fmt.Errorf("post a notice in task %d: %w", taskID, err)
+	}
+	s.cfg.Kick()
+	return nil
+}
+
+// cachedNote says which share of the prompt tokens the provider served
+// from its prompt cache; "" when it reported none cached.
+func (s *Service) cachedNote(cached, prompt int64) string {
+	if cached <= 0 || prompt <= 0 {
+		return ""
+	}
+	return s.say("cached_note", "pct", strconv.FormatInt(cached*100/prompt, 10))
+}
+
+// usageTotals adds up, over a job's usage events (every attempt's), the
+// prompt tokens the provider served from its cache and those it reported.
+func usageTotals(evs []core.JobEvent) (cached, prompt int64) {
+	for _, e := range evs {
+		if e.Kind != "usage" || !strings.Contains(e.Detail, "reported=true") {
+			continue
+		}
+		var p, c, cached64 int64
+		if _, err := fmt.Sscanf(e.Detail, "prompt=%d completion=%d cached=%d", &p, &c, &cached64); err == nil {
+			prompt += p
+			cached += cached64
+		}
+	}
+	return cached, prompt
 }

@@ -77,6 +77,9 @@ type Config struct {
 	Kick   func()
 	Now    func() time.Time
 	Logger *slog.Logger
+	// Tracer starts a trace for each message; a job the message creates
+	// carries it to the worker (core.EventTrace). nil: no tracing.
+	Tracer core.Tracer
 }
 
 // Service is the conversation service. It is safe for concurrent use.
@@ -128,6 +131,8 @@ func (s *Service) say(key string, pairs ...string) string { return say(s.cfg.Loc
 // its keys after: a command that failed, or whose keys could not be
 // recorded, runs again when the message is delivered again.
 func (s *Service) HandleMessage(ctx context.Context, m Message) (Reply, error) {
+	ctx, span := s.messageSpan(ctx, m)
+	defer span.End()
 	keys := inboundKeys(m)
 	text := s.clean(m.Text)
 	onlyStickers := text == "" && len(m.Files) == 0 && len(m.Stickers) > 0
@@ -196,6 +201,7 @@ func (s *Service) HandleMessage(ctx context.Context, m Message) (Reply, error) {
 		// answer (Redis down) delays it, and the message is not refused
 		// for that. It waits in the store for the reconciler, or for the
 		// dispatch when the queue answers again.
+		s.traceJob(ctx, res.Job)
 		if err := s.dispatch.Enqueue(ctx, res.Job.ID); err != nil {
 			s.log.Warn("the job waits in the store until the queue answers", "job", res.Job.ID, "task", res.Task.ID, "err", err)
 		}
@@ -526,4 +532,29 @@ func command(text string) (name, args string, ok bool) {
 	name, args, _ = strings.Cut(line, " ")
 	name, _, _ = strings.Cut(name, "\n")
 	return strings.ToLower(strings.TrimSpace(name)), strings.TrimSpace(args), name != ""
+}
+
+// messageSpan starts the span of message m, the root of the trace of
+// what it asks; with tracing off it builds nothing.
+func (s *Service) messageSpan(ctx context.Context, m Message) (context.Context, core.Span) {
+	if s.cfg.Tracer == nil {
+		return core.StartSpan(ctx, nil, "")
+	}
+	return s.cfg.Tracer.Start(ctx, "chat.message", core.Attr{Key: "baton.platform", Value: string(m.Thread.Platform)})
+}
+
+// traceJob records the traceparent of ctx's span with job j, before it is
+// enqueued, so that its attempts join the message's trace. A failure costs
+// only that link.
+func (s *Service) traceJob(ctx context.Context, j core.Job) {
+	if s.cfg.Tracer == nil {
+		return
+	}
+	tp := s.cfg.Tracer.TraceParent(ctx)
+	if tp == "" {
+		return
+	}
+	if err := s.store.AddEvent(ctx, core.JobEvent{JobID: j.ID, At: s.cfg.Now(), Kind: core.EventTrace, Detail: tp}); err != nil {
+		s.log.Warn("the job's trace could not be recorded; its attempts start traces of their own", "job", j.ID, "err", err)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/baton-bot/baton/core"
 	"github.com/baton-bot/baton/core/llm"
 	"github.com/baton-bot/baton/core/workspace"
 )
@@ -313,7 +314,7 @@ func (m *movement) summarise(ctx context.Context) (string, int, error) {
 		}}
 		m.pr.step(ctx, Step{Kind: StepThinking})
 		start := time.Now()
-		resp, err := e.model.Complete(ctx, req)
+		resp, err := m.complete(ctx, req, core.Attr{Key: "baton.compaction", Value: true})
 		if e.cfg.Meter != nil {
 			e.cfg.Meter.LLMCall(req.Model, time.Since(start), resp.Usage, err)
 		}

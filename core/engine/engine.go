@@ -76,12 +76,24 @@ type Status struct {
 	Level         string // the context level reached: "", warn, prompt, …
 	Compactions   int    // times this movement's context was compacted
 	Started       time.Time
+	// PromptTokens and CachedTokens are this run's prompt tokens as the
+	// provider reported them, and the part it served from its prompt
+	// cache (prompt_tokens_details.cached_tokens).
+	PromptTokens, CachedTokens int64
 }
 
 // Observer is told a running job's progress, at every movement start and
 // after every model reply. It must return quickly.
 type Observer interface {
 	Observe(ctx context.Context, s Status)
+}
+
+// Notifier is an Observer that can post a notice in a running job's
+// thread: something the people there should act on, such as a model
+// server that cuts Baton's prompts. The engine finds it by type assertion
+// on Config.Observer; without one the notice is only a job event.
+type Notifier interface {
+	Notice(ctx context.Context, taskID int64, text string) error
 }
 
 // StepKind is what a running job has just begun.
@@ -142,6 +154,15 @@ type Meter interface {
 	// with the prompt tokens the provider reported for it; factor is the
 	// model's correction factor learned so far.
 	TokenEstimate(model string, estimated, reported int, factor float64)
+}
+
+// TextCallMeter is a Meter that also counts tool calls the model wrote as
+// text (llm.Response.TextCalls and its kin); the engine finds it by type
+// assertion on Config.Meter. outcome is "recovered" (read as calls),
+// "repaired" (arguments repaired) or "unreadable" (the model was told the
+// format).
+type TextCallMeter interface {
+	TextCalls(model, outcome string, n int)
 }
 
 // Levels are the context manager's thresholds, as fractions of the window.
@@ -281,6 +302,9 @@ type Config struct {
 	ApprovalTimeout time.Duration
 	Now             func() time.Time
 	Logger          *slog.Logger
+	// Tracer traces movements, model requests and tool calls as children
+	// of the attempt's span (see core.Tracer); nil: no tracing.
+	Tracer core.Tracer
 
 	// Egress is the egress proxy: each job run gets a session of it, and
 	// its Bash commands their way out through it (see egress.go); nil:

@@ -32,7 +32,9 @@ import (
 //     show what the summaries alone do.
 //
 // The server reports usage as a provider would: its own count, 10 % above
-// the offline tokenizer's, which the engine's correction learns.
+// the offline tokenizer's, which the engine's correction learns; and it
+// models a provider's prompt cache (llmtest.CacheStats), whose share of
+// the prompt tokens each arm reports beside the limit no client could pass.
 //
 //	go test ./core/engine/ -run '^$' -bench LongTask -benchtime 1x
 
@@ -69,6 +71,7 @@ type longResult struct {
 	calls       int // LLM requests
 	compactions int
 	masks       int
+	cache       llmtest.CacheStats // the server's prompt cache
 }
 
 // longModel is the scripted model and summariser of one run.
@@ -221,6 +224,7 @@ func runLong(tb testing.TB, arm string, seed int) longResult {
 	})
 	planted := writeChunks(f, seed)
 	model := &longModel{counter: tokens.Default(), counts: map[string]int{}}
+	f.srv.ModelPromptCache()
 	f.srv.Handle(model.answer)
 	j := f.start("long", "Be thorough.")
 	fin := f.run(j)
@@ -228,7 +232,7 @@ func runLong(tb testing.TB, arm string, seed int) longResult {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	res := longResult{planted: len(planted), prompt: model.prompt, calls: model.calls}
+	res := longResult{planted: len(planted), prompt: model.prompt, calls: model.calls, cache: f.srv.CacheStats()}
 	for _, e := range evs {
 		switch e.Kind {
 		case "context_force_transition":
@@ -261,6 +265,7 @@ func BenchmarkLongTask(b *testing.B) {
 	for _, arm := range []string{"raw", "note", "compaction", "summary-only"} {
 		b.Run(arm, func(b *testing.B) {
 			var completed, forced, facts, planted, prompt, calls, compactions, masks int
+			var cache llmtest.CacheStats
 			const runs = 5
 			for range b.N {
 				for seed := 1; seed <= runs; seed++ {
@@ -276,6 +281,9 @@ func BenchmarkLongTask(b *testing.B) {
 					calls += r.calls
 					compactions += r.compactions
 					masks += r.masks
+					cache.PromptTokens += r.cache.PromptTokens
+					cache.CachedTokens += r.cache.CachedTokens
+					cache.NewTokens += r.cache.NewTokens
 				}
 			}
 			n := float64(b.N * runs)
@@ -286,6 +294,11 @@ func BenchmarkLongTask(b *testing.B) {
 			b.ReportMetric(float64(calls)/n, "llm_calls/run")
 			b.ReportMetric(float64(compactions)/n, "compactions/run")
 			b.ReportMetric(float64(masks)/n, "maskings/run")
+			// The share of prompt tokens the provider's cache served, and
+			// beside it the limit: what was new in each request (never sent
+			// before, byte for byte) could not have been cached.
+			b.ReportMetric(100*float64(cache.CachedTokens)/float64(cache.PromptTokens), "cached%")
+			b.ReportMetric(100*(1-float64(cache.NewTokens)/float64(cache.PromptTokens)), "cache_limit%")
 			b.ReportMetric(0, "ns/op")
 		})
 	}
@@ -317,5 +330,18 @@ func TestLongTaskTargets(t *testing.T) {
 	}
 	if comp.prompt*100 > raw.prompt*60 {
 		t.Errorf("compaction arm spent %d prompt tokens, over 60 %% of the raw arm's %d", comp.prompt, raw.prompt)
+	}
+	// Byte-stable prefixes: without masking every request is served from
+	// the cache up to its new messages (the limit, less the 128-token
+	// steps); with it, each masking re-sends what follows the first result
+	// masked, but no more.
+	share := func(c llmtest.CacheStats) (cached, limit float64) {
+		return float64(c.CachedTokens) / float64(c.PromptTokens), 1 - float64(c.NewTokens)/float64(c.PromptTokens)
+	}
+	if cached, limit := share(raw.cache); cached < limit-0.01 {
+		t.Errorf("raw arm: %.1f %% of prompt tokens cached, want its limit %.1f %%: a request's prefix changed", 100*cached, 100*limit)
+	}
+	if cached, limit := share(comp.cache); cached < 0.6 {
+		t.Errorf("compaction arm: %.1f %% of prompt tokens cached (limit %.1f %%), want at least 60 %%", 100*cached, 100*limit)
 	}
 }

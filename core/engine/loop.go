@@ -46,6 +46,7 @@ type movement struct {
 	compactions int  // compactions so far
 	compactOff  bool // compaction gave up for this movement
 	called      bool // the model has answered a request of this movement
+	truncTold   bool // a truncated prompt was recorded in this movement
 
 	iter     int        // the model's requests so far
 	textOnly int        // text-only replies in a row
@@ -58,6 +59,8 @@ type movement struct {
 // chosen or forced. prompts renders them; shrink > 0 asks for them with the
 // enriched instruction's parts cut shorter (see fit).
 func (pr *pieceRun) runMovement(ctx context.Context, mv *piece.Movement, prompts func(shrink int) (system, user string, err error)) (outcome, error) {
+	ctx, span := pr.movementSpan(ctx, mv.Name)
+	defer span.End()
 	m := pr.newMovement(ctx, mv)
 	system, user, err := prompts(0)
 	if err != nil {
@@ -213,7 +216,7 @@ func (m *movement) loop(ctx context.Context) (outcome, error) {
 		m.meter.sending()
 		pr.step(ctx, Step{Kind: StepThinking})
 		start := time.Now()
-		resp, err := e.model.Complete(ctx, llm.Request{Model: model, Messages: m.msgs, Tools: m.defs, MaxTokens: e.cfg.MaxOutputTokens, ToolChoice: llm.ToolChoiceAuto})
+		resp, err := m.complete(ctx, llm.Request{Model: model, Messages: m.msgs, Tools: m.defs, MaxTokens: e.cfg.MaxOutputTokens, ToolChoice: llm.ToolChoiceAuto})
 		if e.cfg.Meter != nil {
 			e.cfg.Meter.LLMCall(model, time.Since(start), resp.Usage, err)
 		}
@@ -228,10 +231,13 @@ func (m *movement) loop(ctx context.Context) (outcome, error) {
 			return outcome{}, err
 		}
 		m.add(resp.Message)
-		m.meter.responded(resp.Usage)
+		if m.meter.responded(resp.Usage) {
+			m.truncated(ctx, resp.Usage.PromptTokens)
+		}
 		if e.cfg.Meter != nil && resp.Usage.Reported {
 			e.cfg.Meter.TokenEstimate(model, m.meter.sent, resp.Usage.PromptTokens, m.meter.factor)
 		}
+		m.textCalls(ctx, resp)
 
 		calls := resp.Message.ToolCalls
 		if text := strings.TrimSpace(resp.Message.Content); text != "" {
@@ -242,7 +248,10 @@ func (m *movement) loop(ctx context.Context) (outcome, error) {
 			if m.textOnly >= textOnlyLimit {
 				return m.forced(m.lastText, e.text.fill("forced_text_only", map[string]string{"n": strconv.Itoa(m.textOnly)})), nil
 			}
-			if m.textOnly >= e.cfg.ReminderAfter {
+			switch {
+			case resp.UnreadCall:
+				m.add(llm.Message{Role: llm.RoleUser, Content: e.text.fill("tool_call_unreadable", map[string]string{"tools": m.toolList()})})
+			case m.textOnly >= e.cfg.ReminderAfter:
 				m.add(llm.Message{Role: llm.RoleUser, Content: e.text.msg("reminder")})
 			}
 			continue
@@ -289,7 +298,7 @@ func (m *movement) runCalls(ctx context.Context, calls []llm.ToolCall) (out outc
 				return out, err == nil, err
 			}
 		}
-		res, valid, err := m.callTool(ctx, call)
+		res, valid, err := m.tracedCall(ctx, call)
 		if err != nil {
 			return outcome{}, false, err
 		}
@@ -401,11 +410,7 @@ func (m *movement) callTool(ctx context.Context, call llm.ToolCall) (tools.Resul
 	pr, e := m.pr, m.pr.e
 	t, ok := m.tools[call.Name]
 	if !ok {
-		names := make([]string, 0, len(m.defs))
-		for _, d := range m.defs {
-			names = append(names, d.Name)
-		}
-		return tools.Result{IsError: true, Text: e.text.fill("unknown_tool", map[string]string{"name": strconv.Quote(call.Name), "tools": strings.Join(names, ", ")})}, false, nil
+		return tools.Result{IsError: true, Text: e.text.fill("unknown_tool", map[string]string{"name": strconv.Quote(call.Name), "tools": m.toolList()})}, false, nil
 	}
 	if err := pr.toolsReady(); err != nil {
 		return tools.Result{}, false, fmt.Errorf("workspace of task %d: %w", pr.task.ID, err)
@@ -612,4 +617,69 @@ func (t *texts) modelFailure(err error) string {
 		return t.fill("model_unavailable", v)
 	}
 	return t.fill("model_failed", map[string]string{"error": le.Error()})
+}
+
+// toolList names the movement's tools, in the order they are offered.
+func (m *movement) toolList() string {
+	names := make([]string, 0, len(m.defs))
+	for _, d := range m.defs {
+		names = append(names, d.Name)
+	}
+	return strings.Join(names, ", ")
+}
+
+// textCalls records what the client did with tool calls the model wrote
+// as text: read as calls, arguments repaired, or a text that looks like a
+// call it could not read (the model is told the format: see loop).
+func (m *movement) textCalls(ctx context.Context, resp llm.Response) {
+	pr, e := m.pr, m.pr.e
+	tm, _ := e.cfg.Meter.(TextCallMeter)
+	record := func(kind, outcome string, n int, detail string) {
+		_ = pr.event(ctx, kind, m.mv.Name, detail)
+		if tm != nil {
+			tm.TextCalls(m.model(), outcome, n)
+		}
+	}
+	calls := resp.Message.ToolCalls
+	if resp.TextCalls > 0 {
+		names := make([]string, 0, len(calls))
+		for _, c := range calls {
+			names = append(names, c.Name)
+		}
+		record("tool_calls_from_text", "recovered", resp.TextCalls,
+			fmt.Sprintf("%d tool calls read from the model's text: %s", resp.TextCalls, strings.Join(names, ", ")))
+	}
+	if resp.RepairedCalls > 0 {
+		record("tool_arguments_repaired", "repaired", resp.RepairedCalls,
+			fmt.Sprintf("%d tool calls had arguments that were not valid JSON, repaired", resp.RepairedCalls))
+	}
+	if resp.UnreadCall && len(calls) == 0 {
+		record("tool_call_unreadable", "unreadable", 1,
+			"the model wrote what looks like a tool call as text, which could not be read: "+clipRunes(resp.Message.Content, 300))
+	}
+}
+
+// truncated tells that the server counted reported prompt tokens for a
+// request the meter counted at far more: a job event, once per movement,
+// and the first time in the run a notice in the thread (Notifier), both
+// naming the server's context setting.
+func (m *movement) truncated(ctx context.Context, reported int) {
+	pr, e := m.pr, m.pr.e
+	if m.truncTold {
+		return
+	}
+	m.truncTold = true
+	text := e.text.fill("prompt_truncated", map[string]string{
+		"reported": groupDigits(reported), "sent": groupDigits(m.meter.scale(m.meter.sent)), "window": strconv.Itoa(m.meter.window),
+	})
+	_ = pr.event(ctx, "prompt_truncated", m.mv.Name, text)
+	pr.mu.Lock()
+	first := !pr.truncNoticed
+	pr.truncNoticed = true
+	pr.mu.Unlock()
+	if n, ok := e.cfg.Observer.(Notifier); ok && first {
+		if err := n.Notice(ctx, pr.task.ID, text); err != nil {
+			pr.log.Warn("posting the truncation notice failed", "err", err)
+		}
+	}
 }

@@ -147,19 +147,37 @@ func (m *meter) addDefs(n int) {
 // for comparison with the prompt tokens the response reports.
 func (m *meter) sending() { m.sent = m.total + m.toolDefs }
 
+// Truncation: a server that reports far fewer prompt tokens than the
+// tokenizer counted has cut the prompt (Ollama does so silently at its
+// num_ctx). Tokenizers differ by tens of percent, so "far" is under
+// 1/truncRatio of the count, and only for requests of truncMinTokens and
+// more.
+const (
+	truncRatio     = 2
+	truncMinTokens = 1024
+)
+
 // responded records the usage of a response; the assistant message itself
 // must be recorded with appended first. It teaches the correction the
 // difference between the reported prompt and the tokenizer's count.
-func (m *meter) responded(u llm.Usage) {
+// truncated reports a prompt the server counted at far less than was
+// sent: the report is then not believed (the next request is counted
+// with the tokenizer) and teaches the correction nothing.
+func (m *meter) responded(u llm.Usage) (truncated bool) {
 	if !u.Reported {
 		m.reported = false
-		return
+		return false
+	}
+	if u.PromptTokens > 0 && m.sent >= truncMinTokens && u.PromptTokens*truncRatio < m.scale(m.sent) {
+		m.reported = false
+		return true
 	}
 	m.reported = true
 	m.lastP, m.lastC, m.sinceLast = u.PromptTokens, u.CompletionTokens, 0
 	if m.corr != nil {
 		m.factor = m.corr.learn(m.sent, u.PromptTokens)
 	}
+	return false
 }
 
 // used returns the tokens the next request will hold, in the model's

@@ -77,6 +77,11 @@ type pieceRun struct {
 	promptTokens     int64
 	completionTokens int64
 
+	truncNoticed bool // guarded by mu: the thread was told of a truncated prompt
+	// reportedPrompt and cachedPrompt are this run's prompt tokens as the
+	// provider reported them and the part it served from its prompt cache.
+	reportedPrompt, cachedPrompt int64
+
 	egress *egressRun // guarded by mu: the egress proxy's session and decisions; nil until used
 }
 
@@ -93,7 +98,7 @@ func (e *Engine) newPieceRun(ctx context.Context, r *worker.Run, p *piece.Piece)
 	pr := &pieceRun{
 		e: e, r: r, job: r.Job, task: task, piece: p, ws: ws,
 		quota:        workspace.NewQuota(ws, e.cfg.MaxWorkspaceBytes, e.cfg.Floor),
-		log:          e.cfg.Logger.With("task", task.ID, "job", r.Job.ID),
+		log:          core.TraceLogger(ctx, e.cfg.Tracer, e.cfg.Logger.With("task", task.ID, "job", r.Job.ID)),
 		promptTokens: r.Job.PromptTokens, completionTokens: r.Job.CompletionTokens,
 	}
 	if r.Job.Lessons != "" {
@@ -456,6 +461,7 @@ func (pr *pieceRun) observe(ctx context.Context) {
 		JobID: pr.job.ID, TaskID: pr.task.ID, Piece: pr.piece.Name, Movement: pr.movement,
 		MovementCount: pr.job.MovementCount + 1, MaxMovements: pr.piece.MaxMovements, Iteration: pr.iteration,
 		Tokens: pr.promptTokens + pr.completionTokens, Started: pr.job.StartedAt, Compactions: pr.compactions,
+		PromptTokens: pr.reportedPrompt, CachedTokens: pr.cachedPrompt,
 	}
 	if pr.level != levelNone {
 		st.Level = pr.level.String()
@@ -493,8 +499,13 @@ func (pr *pieceRun) addUsage(ctx context.Context, movement string, u llm.Usage, 
 	pr.promptTokens += prompt
 	pr.completionTokens += completion
 	total := pr.promptTokens + pr.completionTokens
+	if u.Reported {
+		pr.reportedPrompt += prompt
+		pr.cachedPrompt += int64(u.CachedTokens)
+	}
+	share := cachedShare(pr.cachedPrompt, pr.reportedPrompt)
 	pr.mu.Unlock()
-	_ = pr.event(ctx, "usage", movement, fmt.Sprintf("prompt=%d completion=%d cached=%d reported=%t", prompt, completion, u.CachedTokens, u.Reported))
+	_ = pr.event(ctx, "usage", movement, fmt.Sprintf("prompt=%d completion=%d cached=%d reported=%t cached_share=%s", prompt, completion, u.CachedTokens, u.Reported, share))
 	pr.observe(ctx)
 	if max := pr.e.cfg.MaxTokensPerJob; max > 0 && total > max {
 		return &failure{reason: fmt.Sprintf(pr.e.text.msg("budget_tokens"), total, max)}
@@ -771,4 +782,13 @@ func (pr *pieceRun) askThread(ctx context.Context, server, question string) (str
 			return text, true, nil
 		}
 	}
+}
+
+// cachedShare formats cached ÷ prompt as a whole percentage, "-" when no
+// prompt tokens were reported.
+func cachedShare(cached, prompt int64) string {
+	if prompt <= 0 {
+		return "-"
+	}
+	return strconv.FormatInt(cached*100/prompt, 10) + "%"
 }

@@ -26,6 +26,13 @@ type bodyRequest struct {
 	MaxCompletionTokens int           `json:"max_completion_tokens,omitempty"`
 	Tools               []bodyTool    `json:"tools,omitempty"`
 	ToolChoice          string        `json:"tool_choice,omitempty"`
+	// Options are Ollama's model options; other servers ignore the key.
+	Options *bodyOptions `json:"options,omitempty"`
+}
+
+// bodyOptions are the Ollama options Baton sets (Config.NumCtx).
+type bodyOptions struct {
+	NumCtx int `json:"num_ctx,omitempty"`
 }
 
 type bodyMessage struct {
@@ -71,11 +78,14 @@ type bodyFunctionDef struct {
 }
 
 // encodeBody returns the JSON body for req, whose model and token limit
-// wreq (go-openai's validated request) already settled. The messages come
-// from cache, which encodes only those it has not seen (msgcache.go); a
-// nil cache encodes them all.
-func encodeBody(cache *msgCache, req Request, wreq openai.ChatCompletionRequest) ([]byte, error) {
+// wreq (go-openai's validated request) already settled; numCtx > 0 is sent
+// as options.num_ctx. The messages come from cache, which encodes only
+// those it has not seen (msgcache.go); a nil cache encodes them all.
+func encodeBody(cache *msgCache, req Request, wreq openai.ChatCompletionRequest, numCtx int) ([]byte, error) {
 	b := bodyRequest{Model: wreq.Model, MaxTokens: wreq.MaxTokens, MaxCompletionTokens: wreq.MaxCompletionTokens}
+	if numCtx > 0 {
+		b.Options = &bodyOptions{NumCtx: numCtx}
+	}
 	if s, ok := wreq.ToolChoice.(string); ok {
 		b.ToolChoice = s
 	}

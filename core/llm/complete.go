@@ -45,7 +45,7 @@ func (c *Client) Complete(ctx context.Context, req Request) (Response, error) {
 	if err != nil {
 		return Response{}, fmt.Errorf("llm: %w", err)
 	}
-	body, err := encodeBody(&c.encoded, req, wreq)
+	body, err := encodeBody(&c.encoded, req, wreq, c.numCtx)
 	if err != nil {
 		return Response{}, fmt.Errorf("llm: %w", err)
 	}
@@ -164,12 +164,19 @@ func (c *Client) attempt(ctx context.Context, wreq openai.ChatCompletionRequest,
 			err: errors.New("the reply has no choices")}
 	}
 	resp := fromWire(out, x.usageReported(out.Usage))
+	if resp.Usage.Reported && resp.Usage.CachedTokens == 0 {
+		resp.Usage.CachedTokens = x.cacheHits()
+	}
 	msg := &resp.Message
 	if len(msg.ToolCalls) == 0 && known != nil && msg.Content != "" {
 		if calls, rest := ExtractToolCalls(msg.Content, known); len(calls) > 0 {
 			msg.ToolCalls, msg.Content = calls, rest
+			resp.TextCalls = len(calls)
+		} else {
+			resp.UnreadCall = LooksLikeToolCall(msg.Content)
 		}
 	}
+	resp.RepairedCalls = repairArguments(msg.ToolCalls)
 	if len(msg.ToolCalls) == 0 && rateLimitText(msg.Content) {
 		return Response{}, &failure{retry: true, reason: "a rate-limit message instead of an answer",
 			err: fmt.Errorf("the model answered %q", clip(c.redact(msg.Content), 200))}
@@ -239,6 +246,9 @@ func (c *Client) classify(actx context.Context, x *exchange, err error) *failure
 func (c *Client) statusFailure(se *StatusError, x *exchange, html bool) *failure {
 	f := &failure{reason: statusText(se.StatusCode), err: se}
 	switch code := se.StatusCode; {
+	case startFlagMissing(se.Message):
+		// Not transient: the server was started without what the request
+		// needs, and says so; retrying only delays the answer.
 	case se.Retryable():
 		// A gateway's error page is still a gateway's transient error.
 		f.retry, f.wait = true, retryAfter(x.header, time.Now())
@@ -360,6 +370,24 @@ func (x *exchange) usageReported(u openai.Usage) bool {
 	return len(probe.Usage) > 0 && string(probe.Usage) != "null"
 }
 
+// cacheHits returns the cached prompt tokens of a reply that reports them
+// under DeepSeek's name (usage.prompt_cache_hit_tokens) rather than
+// OpenAI's; 0 when it does not.
+func (x *exchange) cacheHits() int {
+	if x.truncated || x.body.Len() == 0 {
+		return 0
+	}
+	var probe struct {
+		Usage struct {
+			Hits int `json:"prompt_cache_hit_tokens"`
+		} `json:"usage"`
+	}
+	if err := json.Unmarshal(x.body.Bytes(), &probe); err != nil {
+		return 0
+	}
+	return max(probe.Usage.Hits, 0)
+}
+
 // recorder is the HTTP doer go-openai sends through; it fills the attempt's
 // exchange, if any, from the reply.
 type recorder struct{ hc *http.Client }
@@ -400,4 +428,27 @@ func (t *teeBody) Read(p []byte) (int, error) {
 		}
 	}
 	return n, err
+}
+
+// repairArguments repairs, in place, the arguments of calls that are not
+// valid JSON where RepairJSON can, and returns how many it repaired.
+func repairArguments(calls []ToolCall) int {
+	n := 0
+	for i, c := range calls {
+		if strings.TrimSpace(c.Arguments) == "" || json.Valid([]byte(c.Arguments)) {
+			continue
+		}
+		if fixed, ok := RepairJSON(c.Arguments); ok {
+			calls[i].Arguments = fixed
+			n++
+		}
+	}
+	return n
+}
+
+// startFlagMissing reports whether a server's error says it was started
+// without a flag the request needs: llama.cpp's server without --jinja
+// answers tools with a 500 "tools param requires --jinja flag".
+func startFlagMissing(msg string) bool {
+	return strings.Contains(msg, "requires --jinja")
 }

@@ -116,6 +116,48 @@ func TestExtractToolCalls(t *testing.T) {
 			wantRest: "```go\nfmt.Println(1)\n```",
 		},
 		{
+			name:    "Mistral, JSON array after the marker",
+			content: `[TOOL_CALLS][{"name": "Read", "arguments": {"path": "a.txt"}}, {"name": "Bash", "arguments": {"command": "ls"}}]</s>`,
+			want:    []call{{"Read", `{"path":"a.txt"}`}, {"Bash", `{"command":"ls"}`}},
+		},
+		{
+			name:     "Mistral, name and [ARGS], twice, after text",
+			content:  "Looking.\n[TOOL_CALLS]Read[ARGS]{\"path\": \"a.txt\"}[TOOL_CALLS]Bash[CALL_ID]abc123def[ARGS]{\"command\": \"pwd\"}",
+			want:     []call{{"Read", `{"path":"a.txt"}`}, {"Bash", `{"command":"pwd"}`}},
+			wantRest: "Looking.",
+		},
+		{
+			name:    "Mistral, arguments repaired",
+			content: "[TOOL_CALLS]Bash[ARGS]{'command': 'ls',}",
+			want:    []call{{"Bash", `{"command":"ls"}`}},
+		},
+		{
+			name:     "Mistral, unknown tool stays text",
+			content:  `[TOOL_CALLS]Delete[ARGS]{}`,
+			wantRest: `[TOOL_CALLS]Delete[ARGS]{}`,
+		},
+		{
+			name:    "Hermes block with single quotes and a trailing comma",
+			content: "<tool_call>\n{'name': 'Bash', 'arguments': {'command': 'ls -la',},}\n</tool_call>",
+			want:    []call{{"Bash", `{"command":"ls -la"}`}},
+		},
+		{
+			name:    "raw newline inside a string",
+			content: "{\"name\": \"Bash\", \"arguments\": {\"command\": \"echo a\nb\"}}",
+			want:    []call{{"Bash", `{"command":"echo a\nb"}`}},
+		},
+		{
+			name:     "Llama 3 function tags",
+			content:  "Listing.\n<function=Bash>{\"command\": \"ls\"}</function>\n<function=Read>{'path': 'a',}</function>",
+			want:     []call{{"Bash", `{"command":"ls"}`}, {"Read", `{"path":"a"}`}},
+			wantRest: "Listing.",
+		},
+		{
+			name:     "function tag naming an unknown tool stays text",
+			content:  `<function=Delete>{}</function>`,
+			wantRest: `<function=Delete>{}</function>`,
+		},
+		{
 			name:     "malformed block stays text",
 			content:  "<tool_call>{\"name\":\"Bash\",</tool_call>",
 			wantRest: "<tool_call>{\"name\":\"Bash\",</tool_call>",
@@ -167,6 +209,8 @@ func FuzzExtractToolCalls(f *testing.F) {
 		"```",
 		`{"type":"function","function":{"name":"Bash","arguments":null}}`,
 		"text <tool_call>{\"name\":\"Delete\"}",
+		"[TOOL_CALLS]Bash[ARGS]{'command': 'ls',}[TOOL_CALLS]",
+		"<function=Read>{\"path\": \"a\"}</function><function=",
 		"",
 	} {
 		f.Add(s)

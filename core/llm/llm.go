@@ -129,6 +129,17 @@ type Response struct {
 	// FinishReason is the server's reason, e.g. "stop", "tool_calls", "length".
 	FinishReason string
 	Usage        Usage
+
+	// TextCalls is how many of Message.ToolCalls were recovered from the
+	// text (ExtractToolCalls); 0 when the server sent them as tool_calls.
+	TextCalls int
+	// RepairedCalls is how many calls had arguments that were not valid
+	// JSON and were repaired (RepairJSON).
+	RepairedCalls int
+	// UnreadCall reports a reply without calls whose text looks like an
+	// attempt at one that could not be read, or that names a tool not
+	// offered (LooksLikeToolCall).
+	UnreadCall bool
 }
 
 // Usage is the token count of one completion as the server reported it.
@@ -162,6 +173,11 @@ type Config struct {
 	HTTPClient *http.Client
 	// Logger receives retries and failures; nil discards them.
 	Logger *slog.Logger
+	// NumCtx, when positive, is sent with every request as
+	// options.num_ctx: the context Ollama gives the model, which it
+	// otherwise keeps at its own default (a few thousand tokens) and
+	// silently cuts longer prompts to. Other servers ignore the key.
+	NumCtx int
 	// Sleep waits between attempts; nil waits on a timer. It must return
 	// ctx.Err() when ctx ends first. Tests inject it to never sleep.
 	Sleep func(ctx context.Context, d time.Duration) error
@@ -188,6 +204,7 @@ type Client struct {
 	sleep      func(ctx context.Context, d time.Duration) error
 	redact     func(string) string
 	url        string   // the base URL as errors show it (shownURL)
+	numCtx     int      // Config.NumCtx
 	noKey      bool     // Config.APIKey is empty
 	keyMissing bool     // noKey, and the endpoint needs a key (NeedsKey)
 	encoded    msgCache // the JSON of messages already sent (msgcache.go)
@@ -220,6 +237,7 @@ func New(cfg Config) (*Client, error) {
 		sleep:      cfg.Sleep,
 		redact:     redact,
 		url:        redact(shownURL(u)),
+		numCtx:     max(cfg.NumCtx, 0),
 		noKey:      cfg.APIKey == "",
 		keyMissing: cfg.APIKey == "" && NeedsKey(cfg.BaseURL),
 	}

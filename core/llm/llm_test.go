@@ -290,6 +290,7 @@ func TestResponseMapping(t *testing.T) {
 					{Name: "Bash", Arguments: `{"command":"ls"}`},
 				}},
 				FinishReason: "stop",
+				TextCalls:    1,
 			},
 		},
 		{
@@ -317,6 +318,7 @@ func TestResponseMapping(t *testing.T) {
 			want: llm.Response{
 				Message:      llm.Message{Role: llm.RoleAssistant, Content: `<tool_call>{"name":"rm_rf","arguments":{}}</tool_call>`},
 				FinishReason: "stop",
+				UnreadCall:   true,
 			},
 		},
 	}

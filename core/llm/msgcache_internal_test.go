@@ -14,10 +14,13 @@ import (
 // freshBody encodes req whole, every message afresh: the body Baton sent
 // before it kept the messages' encodings, and the reference the cached
 // body must equal byte for byte.
-func freshBody(t *testing.T, req Request, wreq openai.ChatCompletionRequest) []byte {
+func freshBody(t *testing.T, req Request, wreq openai.ChatCompletionRequest, numCtx int) []byte {
 	t.Helper()
 	b := bodyRequest{Model: wreq.Model, MaxTokens: wreq.MaxTokens, MaxCompletionTokens: wreq.MaxCompletionTokens,
 		Messages: make([]bodyMessage, len(req.Messages))}
+	if numCtx > 0 {
+		b.Options = &bodyOptions{NumCtx: numCtx}
+	}
 	if s, ok := wreq.ToolChoice.(string); ok {
 		b.ToolChoice = s
 	}
@@ -64,15 +67,16 @@ func TestCachedBodyMatchesFresh(t *testing.T) {
 	}
 	tools := []ToolDef{{Name: "Read", Description: "Reads a file", Parameters: json.RawMessage(`{"type": "object", "properties": {"path": {"type": "string"}}}`)}, {Name: "Done"}}
 	c := new(msgCache)
+	numCtx := 0
 	check := func(step string, model string) {
 		t.Helper()
 		req := Request{Messages: msgs, Tools: tools, MaxTokens: 512, ToolChoice: ToolChoiceAuto}
 		wreq := openai.ChatCompletionRequest{Model: model, MaxTokens: 512, ToolChoice: ToolChoiceAuto}
-		got, err := encodeBody(c, req, wreq)
+		got, err := encodeBody(c, req, wreq, numCtx)
 		if err != nil {
 			t.Fatalf("%s: %v", step, err)
 		}
-		want := freshBody(t, req, wreq)
+		want := freshBody(t, req, wreq, numCtx)
 		if !bytes.Equal(got, want) {
 			t.Fatalf("%s: cached body differs from a fresh encoding\n got: %s\nwant: %s", step, got, want)
 		}
@@ -116,6 +120,10 @@ func TestCachedBodyMatchesFresh(t *testing.T) {
 
 	check("a model name like the marker", `x,"messages":null`)
 
+	numCtx = 131072 // Ollama's options, after the messages
+	check("with options.num_ctx", "gpt-4.1")
+	numCtx = 0
+
 	c.limit = 600 // smaller than the movement: entries go, bodies stay right
 	for i := range 5 {
 		msgs = append(msgs, Message{Role: RoleTool, ToolCallID: fmt.Sprint("late_", i), Content: strings.Repeat("x", 200)})
@@ -135,7 +143,7 @@ func TestCachedBodyRefusesBadMessages(t *testing.T) {
 	wreq := openai.ChatCompletionRequest{Model: "m"}
 	bad := Request{Messages: []Message{{Role: RoleSystem, Content: "s"}, {Role: "robot", Content: "x"}}}
 	for range 2 {
-		if _, err := encodeBody(c, bad, wreq); err == nil || !strings.Contains(err.Error(), "message 1") {
+		if _, err := encodeBody(c, bad, wreq, 0); err == nil || !strings.Contains(err.Error(), "message 1") {
 			t.Fatalf("err = %v, want message 1's unknown role", err)
 		}
 	}
@@ -165,11 +173,11 @@ func TestCacheForgetsEndedMovements(t *testing.T) {
 	wreq := openai.ChatCompletionRequest{Model: "m"}
 	ended := Request{Messages: []Message{{Role: RoleSystem, Content: "ended movement"}, {Role: RoleUser, Content: strings.Repeat("e", 100)}}}
 	going := Request{Messages: []Message{{Role: RoleSystem, Content: "going movement"}, {Role: RoleUser, Content: strings.Repeat("g", 100)}}}
-	if _, err := encodeBody(c, ended, wreq); err != nil {
+	if _, err := encodeBody(c, ended, wreq, 0); err != nil {
 		t.Fatal(err)
 	}
 	for range staleAfter + staleEvery {
-		if _, err := encodeBody(c, going, wreq); err != nil {
+		if _, err := encodeBody(c, going, wreq, 0); err != nil {
 			t.Fatal(err)
 		}
 	}

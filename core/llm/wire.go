@@ -115,5 +115,5 @@ func (c *Client) Encode(req Request) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return encodeBody(&c.encoded, req, w)
+	return encodeBody(&c.encoded, req, w, c.numCtx)
 }

@@ -43,6 +43,8 @@ type Server struct {
 	requests []Request // guarded by mu
 	calls    int       // guarded by mu: tool call ids handed out
 	replies  int       // guarded by mu: completion ids handed out
+
+	cache *prefixCache // guarded by mu; nil: no prompt cache (cache.go)
 }
 
 // Option configures a Server.
@@ -172,6 +174,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		step = h(req)
 	}
 
+	step = s.cached(body, step)
 	if step.Delay > 0 {
 		t := time.NewTimer(step.Delay)
 		select {

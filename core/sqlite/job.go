@@ -549,9 +549,15 @@ func (s *Store) RequestAbort(ctx context.Context, id int64, by string) (core.Job
 }
 
 // AddEvent appends e to its job's history; e.At defaults to now. A
-// missing job is an error wrapping core.ErrNotFound.
+// missing job is an error wrapping core.ErrNotFound; with e.Attempt set, a
+// job not running under it one wrapping core.ErrStale.
 func (s *Store) AddEvent(ctx context.Context, e core.JobEvent) error {
 	err := s.tx(ctx, func(tx *txn) error {
+		if e.Attempt != 0 {
+			if _, err := fence(ctx, tx, e.JobID, e.Attempt); err != nil {
+				return err
+			}
+		}
 		_, err := addEvent(ctx, tx, e)
 		return err
 	})

@@ -151,6 +151,23 @@ func testEvents(t *testing.T, s core.Store) {
 	if err := s.AddEvent(ctx, core.JobEvent{JobID: 999, Kind: "x"}); !errors.Is(err, core.ErrNotFound) {
 		t.Errorf("AddEvent on a missing job: %v, want ErrNotFound", err)
 	}
+
+	// An attempt's events are fenced: recorded while it runs the job,
+	// refused once another attempt took it over.
+	r := reach(t, s, core.JobRunning)
+	if err := s.AddEvent(ctx, core.JobEvent{JobID: r.ID, Kind: "usage", Attempt: 1}); err != nil {
+		t.Fatalf("AddEvent of the running attempt: %v", err)
+	}
+	if _, err := s.StartJob(ctx, r.ID, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddEvent(ctx, core.JobEvent{JobID: r.ID, Kind: "late", Attempt: 1}); !errors.Is(err, core.ErrStale) {
+		t.Errorf("AddEvent of a stale attempt: %v, want ErrStale", err)
+	}
+	kinds := []string{core.EventCreated, core.EventClaimed, "usage", core.EventLeaseLost, core.EventClaimed}
+	if d := diff(kinds, eventKinds(t, s, r.ID)); d != "" {
+		t.Errorf("events with a stale attempt's:\n%s", d)
+	}
 }
 
 func testStartJob(t *testing.T, s core.Store) {

@@ -271,7 +271,7 @@ func (b *Bash) run(ctx context.Context, env *Env, a bashArgs) (Result, error) {
 		status = env.say("tools.bash.abnormal", "err", fmt.Sprint(waitErr))
 		isErr = true
 	}
-	b.log.Debug("command finished", "elapsed", elapsed, "bytes", capt.total, "status", status, "sandboxed", b.sb.Isolated())
+	b.log.DebugContext(ctx, "command finished", "elapsed", elapsed, "bytes", capt.total, "status", status, "sandboxed", b.sb.Isolated())
 
 	text, cut := capt.result(env, status, notes, logPath)
 	capt.finish()

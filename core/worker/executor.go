@@ -51,9 +51,11 @@ func (r *Run) Save(ctx context.Context, p core.Progress) error {
 	return nil
 }
 
-// Event appends to the job's history.
+// Event appends to the job's history while this run's attempt holds the
+// job (fenced: an error wrapping core.ErrStale once it lost it or ended).
 func (r *Run) Event(ctx context.Context, kind, movement, detail string) error {
-	return r.store.AddEvent(ctx, core.JobEvent{JobID: r.Job.ID, At: time.Now(), Kind: kind, Movement: movement, Detail: detail})
+	return r.store.AddEvent(ctx, core.JobEvent{JobID: r.Job.ID, At: time.Now(), Kind: kind, Movement: movement, Detail: detail,
+		Attempt: r.Job.Attempt})
 }
 
 // Notifier says in a job's thread what happens to it. The messages it
@@ -95,7 +97,9 @@ type ExecutorConfig struct {
 	// attempt (30 s). Each write gets its own deadline, taken when it
 	// starts, so a run of any length can still record its outcome.
 	SettleTimeout time.Duration
-	Logger        *slog.Logger
+	// Tracer traces each attempt (see core.Tracer); nil: no tracing.
+	Tracer core.Tracer
+	Logger *slog.Logger
 }
 
 // Executor is the Handler that runs the store's jobs: it marks the job
@@ -162,6 +166,9 @@ func (x *Executor) Handle(ctx context.Context, l core.Lease) Result {
 		x.cfg.Meter.QueueWait(time.Since(j.QueuedAt))
 	}
 	log = log.With("task", j.TaskID)
+	ctx, span := x.attemptSpan(ctx, j)
+	defer span.End()
+	log = core.TraceLogger(ctx, x.cfg.Tracer, log)
 
 	var fin core.Finish
 	var runErr error
@@ -190,6 +197,7 @@ func (x *Executor) Handle(ctx context.Context, l core.Lease) Result {
 		}
 	}
 
+	span.Fail(runErr)
 	// The run may have taken far longer than any deadline set before it:
 	// settling starts its own clock now.
 	done, err := x.finish(ctx, j, fin)
@@ -205,6 +213,9 @@ func (x *Executor) Handle(ctx context.Context, l core.Lease) Result {
 	case err != nil:
 		log.Error("recording the job's outcome failed", "err", err)
 		return Result{Action: Nack, Delay: x.cfg.Backoff(l.Failures + 1)}
+	}
+	if x.cfg.Tracer != nil {
+		span.SetAttributes(core.Attr{Key: "baton.job.state", Value: string(done.State)})
 	}
 	wctx, cancel := x.settleCtx(ctx)
 	defer cancel()
@@ -310,6 +321,7 @@ func capStack(stack []byte, limit int) string {
 // to the reconciler and logged.
 func (x *Executor) afterFinish(ctx context.Context, j core.Job, log *slog.Logger) {
 	if j.State == core.JobWaitingSubtasks {
+		x.traceChildren(ctx, j.ID, log)
 		if err := x.dispatch.EnqueueChildren(ctx, j.ID); err != nil {
 			log.Error("dispatching subtask jobs failed; the reconciler will dispatch them", "err", err)
 		}
