@@ -47,6 +47,7 @@ type Config struct {
 	Egress     EgressConfig     `yaml:"egress"`
 	Files      FilesConfig      `yaml:"files"`
 	Workspaces WorkspacesConfig `yaml:"workspaces"`
+	Retention  RetentionConfig  `yaml:"retention"`
 	HTTP       HTTPConfig       `yaml:"http"`
 	Admin      AdminConfig      `yaml:"admin"`
 	API        APIConfig        `yaml:"api"`
@@ -190,6 +191,15 @@ type SandboxConfig struct {
 // FilesConfig limits attachments.
 type FilesConfig struct {
 	MaxBytes int64 `yaml:"max_bytes"`
+}
+
+// RetentionConfig is how long the store keeps finished work
+// (core.Retention); 0 keeps a kind forever. Nothing of a task with a job
+// queued, running or waiting is removed.
+type RetentionConfig struct {
+	FinishedJobs time.Duration `yaml:"finished_jobs"`
+	Events       time.Duration `yaml:"events"`
+	Comments     time.Duration `yaml:"comments"`
 }
 
 // WorkspacesConfig governs task workspaces.
@@ -403,6 +413,7 @@ func DefaultConfig() Config {
 		},
 		Files:      FilesConfig{MaxBytes: 20000000},
 		Workspaces: WorkspacesConfig{Retention: 720 * time.Hour, MaxBytes: 2000000000, MinFreeBytes: 1000000000},
+		Retention:  RetentionConfig{FinishedJobs: 365 * 24 * time.Hour, Events: 90 * 24 * time.Hour, Comments: 365 * 24 * time.Hour},
 		HTTP:       HTTPConfig{Addr: "127.0.0.1:8080", MaxConnections: 512},
 		Log:        LogConfig{Format: "text", Level: "info"},
 		Slack: SlackConfig{
@@ -1098,6 +1109,14 @@ func (c Config) Validate() error {
 
 	v.positive("files.max_bytes", c.Files.MaxBytes)
 	v.duration("workspaces.retention", c.Workspaces.Retention)
+	for _, r := range []struct {
+		key string
+		d   time.Duration
+	}{{"retention.finished_jobs", c.Retention.FinishedJobs}, {"retention.events", c.Retention.Events}, {"retention.comments", c.Retention.Comments}} {
+		if r.d < 0 {
+			v.fail(r.key, fmt.Sprintf("must be a duration such as 8760h, or 0 to keep forever; got %s", r.d))
+		}
+	}
 	v.notNegative("workspaces.max_bytes", c.Workspaces.MaxBytes)
 	v.notNegative("workspaces.min_free_bytes", c.Workspaces.MinFreeBytes)
 

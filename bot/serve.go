@@ -109,6 +109,7 @@ func (m *Main) serveAll(ctx context.Context, cmd string, workers bool) error {
 	var wg sync.WaitGroup
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
+	m.startRetention(runCtx, sys, &wg)
 	// What needs the queue starts once it answers. Until then HTTP and the
 	// adapters take requests (/readyz says the queue is not answering);
 	// the jobs they store wait in the store and are dispatched when Redis

@@ -6,27 +6,44 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/baton-bot/baton/core/llm"
 	"github.com/baton-bot/baton/core/tokens"
 )
 
-// BenchmarkTurnOverhead measures the engine's work for one agent turn at a
-// 100k-token context (SPEC §15): from a response received to the next
-// request encoded — recording the assistant message and its usage, adding
-// a tool result, counting only the new content with the tokenizer,
-// checking the context ladder, and translating and JSON-encoding the whole
-// request. The tool itself and the network are excluded.
+// BenchmarkTurnOverhead measures the engine's work for one agent turn
+// (SPEC §15) at a 100k-token context and at a 1M-token one (in a window
+// of 1,047,576 tokens, as long-context models offer): from a response
+// received to the next request encoded — recording the assistant message
+// and its usage, adding a tool result, counting only the new content with
+// the tokenizer, checking the context ladder, and translating and
+// JSON-encoding the request (the messages sent before come from the
+// client's cache; the new ones are encoded). The tool itself and the
+// network are excluded. request-bytes is the size of the body,
+// encode-ns/op the part of the turn spent building it.
 //
 //	go test ./core/engine/ -run '^$' -bench TurnOverhead -benchmem
 func BenchmarkTurnOverhead(b *testing.B) {
+	for _, c := range []struct {
+		name           string
+		tokens, window int
+	}{
+		{"tokens=100k", 100_000, 1_000_000},
+		{"tokens=1M", 1_000_000, 1_047_576},
+	} {
+		b.Run(c.name, func(b *testing.B) { benchTurn(b, c.tokens, c.window) })
+	}
+}
+
+func benchTurn(b *testing.B, fill, window int) {
 	counter := tokens.Default()
 	client, err := llm.New(llm.Config{BaseURL: "http://127.0.0.1:1/v1", Model: "gpt-4.1-mini"})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defs := []llm.ToolDef{transitionDef(nil, []string{"COMPLETE", "ASK", "ABORT"})}
-	m := newMeter(1_000_000, counter, newDefCounts(counter).count(defs))
+	m := newMeter(window, counter, newDefCounts(counter).count(defs))
 	var msgs []llm.Message
 	add := func(msg llm.Message) {
 		msgs = append(msgs, msg)
@@ -43,26 +60,37 @@ func BenchmarkTurnOverhead(b *testing.B) {
 		next++
 		return c
 	}
-	// Fill the movement with tool calls and results up to ~100k tokens.
-	for i := 0; m.used() < 100_000; i++ {
+	// Fill the movement with tool calls and results up to the context size.
+	for i := 0; m.used() < fill; i++ {
 		add(llm.Message{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{{ID: fmt.Sprint("c", i), Name: "Read", Arguments: `{"path":"input/file.go","offset":1}`}}})
-		add(llm.Message{Role: llm.RoleTool, ToolCallID: fmt.Sprint("c", i), Name: "Read", Content: chunk()})
+		add(llm.Message{Role: llm.RoleTool, ToolCallID: fmt.Sprint("c", i), Name: "Read", Content: strings.Clone(chunk())})
 	}
 	b.Logf("context: %d tokens in %d messages; %d source chunks", m.used(), len(msgs), len(corpus))
 	base := len(msgs)
-	assistant := llm.Message{Role: llm.RoleAssistant, Content: "Reading the next part.", ToolCalls: []llm.ToolCall{{ID: "next", Name: "Read", Arguments: `{"path":"input/file.go","offset":61}`}}}
+	req := func() llm.Request {
+		return llm.Request{Messages: msgs, Tools: defs, MaxTokens: 4096, ToolChoice: llm.ToolChoiceAuto}
+	}
+	// The turns before this one sent the movement already.
+	if _, err := client.Encode(req()); err != nil {
+		b.Fatal(err)
+	}
 	levels := Levels{Warn: 0.70, Prompt: 0.85, Force: 0.95, Exhausted: 0.99}
 	var size int
+	var encoding time.Duration
 	b.ReportAllocs()
 	b.ResetTimer()
-	for range b.N {
-		// Each turn starts from the same 100k-token movement.
+	for i := range b.N {
+		// Each turn starts from the same movement and appends what a turn
+		// brings: the model's answer and a tool result, both new strings.
 		msgs = msgs[:base]
-		add(assistant)
-		m.responded(llm.Usage{PromptTokens: 100_000, CompletionTokens: 20, Reported: true})
-		add(llm.Message{Role: llm.RoleTool, ToolCallID: "next", Name: "Read", Content: chunk()})
+		id := fmt.Sprint("next", i)
+		add(llm.Message{Role: llm.RoleAssistant, Content: "Reading the next part.", ToolCalls: []llm.ToolCall{{ID: id, Name: "Read", Arguments: `{"path":"input/file.go","offset":61}`}}})
+		m.responded(llm.Usage{PromptTokens: fill, CompletionTokens: 20, Reported: true})
+		add(llm.Message{Role: llm.RoleTool, ToolCallID: id, Name: "Read", Content: strings.Clone(chunk())})
 		_ = m.check(levels, levelExhausted)
-		body, err := client.Encode(llm.Request{Messages: msgs, Tools: defs, MaxTokens: 4096, ToolChoice: llm.ToolChoiceAuto})
+		start := time.Now()
+		body, err := client.Encode(req())
+		encoding += time.Since(start)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -70,6 +98,7 @@ func BenchmarkTurnOverhead(b *testing.B) {
 		m.counts, m.total = m.counts[:base], sumInts(m.counts[:base])
 	}
 	b.ReportMetric(float64(size), "request-bytes")
+	b.ReportMetric(float64(encoding.Nanoseconds())/float64(b.N), "encode-ns/op")
 }
 
 // sourceChunks cuts the Go sources of the module into chunks of about n

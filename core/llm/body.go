@@ -100,17 +100,13 @@ type bodyOptions struct {
 }
 
 // encodeBody returns the JSON body for req, whose model and token limit
-// wreq (go-openai's validated request) already settled.
-func encodeBody(req Request, wreq openai.ChatCompletionRequest, o bodyOptions) ([]byte, error) {
+// wreq (go-openai's validated request) already settled. The messages come
+// from cache, which encodes only those it has not seen (msgcache.go); a nil
+// cache encodes them all.
+func encodeBody(cache *msgCache, req Request, wreq openai.ChatCompletionRequest, o bodyOptions) ([]byte, error) {
 	b := bodyRequest{
 		Model: wreq.Model, MaxTokens: wreq.MaxTokens, MaxCompletionTokens: wreq.MaxCompletionTokens,
-		Messages: make([]bodyMessage, len(req.Messages)), ReasoningEffort: o.effort,
-	}
-	turn := 0 // the current turn's first message
-	for i, m := range req.Messages {
-		if m.Role == RoleUser {
-			turn = i + 1
-		}
+		ReasoningEffort: o.effort,
 	}
 	if o.stream {
 		b.Stream, b.StreamOptions = true, &bodyStreamOptions{IncludeUsage: true}
@@ -120,16 +116,6 @@ func encodeBody(req Request, wreq openai.ChatCompletionRequest, o bodyOptions) (
 	}
 	if s, ok := wreq.ToolChoice.(string); ok {
 		b.ToolChoice = s
-	}
-	for i, m := range req.Messages {
-		bm, err := bodyMessageOf(m)
-		if err != nil {
-			return nil, fmt.Errorf("message %d: %w", i, err)
-		}
-		if o.reasoningBack && i >= turn && m.Role == RoleAssistant && len(m.ToolCalls) > 0 {
-			bm.ReasoningContent = m.Reasoning
-		}
-		b.Messages[i] = bm
 	}
 	for _, t := range req.Tools {
 		params := t.Parameters
@@ -141,14 +127,86 @@ func encodeBody(req Request, wreq openai.ChatCompletionRequest, o bodyOptions) (
 		}
 		b.Tools = append(b.Tools, bodyTool{Type: "function", Function: bodyFunctionDef{Name: t.Name, Description: t.Description, Parameters: params}})
 	}
+	if cache == nil {
+		cache = new(msgCache)
+	}
+	msgs, err := cache.messages(req.Messages)
+	if err != nil {
+		return nil, err
+	}
+	if o.reasoningBack {
+		if err := reasoningBack(req.Messages, msgs); err != nil {
+			return nil, err
+		}
+	}
+	// The request is encoded without its messages ("messages":null) and
+	// they are put in its place, joined as encoding/json joins an array's
+	// elements. The marker cannot occur earlier: the model's name, the
+	// only field before it, is a JSON string, whose quotes are escaped.
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(b); err != nil {
 		return nil, err
 	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	frame := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	at := bytes.Index(frame, messagesNull)
+	if at < 0 {
+		return nil, fmt.Errorf("encode request: no messages field")
+	}
+	head, tail := frame[:at+len(messagesNull)-len("null")], frame[at+len(messagesNull):]
+	n := len(head) + len(tail) + 2 + max(len(msgs)-1, 0)
+	for _, m := range msgs {
+		n += len(m)
+	}
+	body := make([]byte, 0, n)
+	body = append(body, head...)
+	body = append(body, '[')
+	for i, m := range msgs {
+		if i > 0 {
+			body = append(body, ',')
+		}
+		body = append(body, m...)
+	}
+	body = append(body, ']')
+	return append(body, tail...), nil
 }
+
+// reasoningBack encodes again, with their reasoning, the assistant
+// messages of the current turn (since the last user message) that called
+// tools: DeepSeek's thinking mode wants that reasoning back within the
+// turn, and not after. Their encodings without it stay in the cache.
+func reasoningBack(msgs []Message, out [][]byte) error {
+	turn := 0 // the current turn's first message
+	for i, m := range msgs {
+		if m.Role == RoleUser {
+			turn = i + 1
+		}
+	}
+	for i := turn; i < len(msgs); i++ {
+		m := msgs[i]
+		if m.Role != RoleAssistant || len(m.ToolCalls) == 0 || m.Reasoning == "" {
+			continue
+		}
+		bm, err := bodyMessageOf(m)
+		if err != nil {
+			return messageError(i, err)
+		}
+		bm.ReasoningContent = m.Reasoning
+		js, err := marshalMessage(bm)
+		if err != nil {
+			return messageError(i, err)
+		}
+		out[i] = js
+	}
+	return nil
+}
+
+// messagesNull is the messages field of a request encoded without them.
+var messagesNull = []byte(`,"messages":null`)
+
+// messageError names the message that could not be encoded.
+func messageError(i int, err error) error { return fmt.Errorf("message %d: %w", i, err) }
 
 func bodyMessageOf(m Message) (bodyMessage, error) {
 	switch m.Role {

@@ -45,7 +45,7 @@ func (c *Client) Complete(ctx context.Context, req Request) (Response, error) {
 	if err != nil {
 		return Response{}, fmt.Errorf("llm: %w", err)
 	}
-	body, err := encodeBody(req, wreq, c.bodyOptions())
+	body, err := encodeBody(&c.encoded, req, wreq, c.bodyOptions())
 	if err != nil {
 		return Response{}, fmt.Errorf("llm: %w", err)
 	}
@@ -98,7 +98,7 @@ func (c *Client) Complete(ctx context.Context, req Request) (Response, error) {
 			c.log.InfoContext(ctx, "llm: the endpoint wants the other token-limit parameter; sending again",
 				"model", wreq.Model, "error", f.err.Error())
 			if wreq, err = c.wireRequest(req); err == nil {
-				body, err = encodeBody(req, wreq, c.bodyOptions())
+				body, err = encodeBody(&c.encoded, req, wreq, c.bodyOptions())
 			}
 			if err != nil {
 				return Response{}, fmt.Errorf("llm: %w", err)

@@ -251,6 +251,7 @@ type Client struct {
 	noKey      bool              // Config.APIKey is empty
 	keyMissing bool              // noKey, and the endpoint needs a key (NeedsKey)
 	numCtx     int               // Config.NumCtx, to Ollama only
+	encoded    msgCache          // the JSON of messages already sent (msgcache.go)
 }
 
 // New returns a Client for cfg. It fails when BaseURL is not an http(s) URL.

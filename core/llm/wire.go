@@ -188,5 +188,5 @@ func (c *Client) Encode(req Request) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return encodeBody(req, w, c.bodyOptions())
+	return encodeBody(&c.encoded, req, w, c.bodyOptions())
 }

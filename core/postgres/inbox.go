@@ -50,7 +50,7 @@ func (s *Store) AddInbox(ctx context.Context, e core.InboxEvent) (core.InboxEven
 		if !errors.Is(err, core.ErrNotFound) {
 			return err
 		}
-		out, err = scanInbox(tx.row(ctx, `SELECT `+inboxCols+` FROM inbox WHERE platform = $1 AND key = $2`,
+		out, err = scanInbox(tx.row(ctx, qInboxByKey,
 			string(e.Platform), e.Key))
 		return err
 	})
@@ -70,10 +70,7 @@ func (s *Store) ClaimInbox(ctx context.Context, platform core.Platform, now time
 	}
 	var out []core.InboxEvent
 	err := s.tx(ctx, func(tx db) error {
-		rows, err := tx.query(ctx, `UPDATE inbox SET due_at = $1, tries = tries + 1
-			WHERE id IN (SELECT id FROM inbox WHERE platform = $2 AND due_at <= $3
-				ORDER BY received_at, id LIMIT $4 FOR UPDATE SKIP LOCKED)
-			RETURNING `+inboxCols, ms(now.Add(lease)), string(platform), ms(now), limit)
+		rows, err := tx.query(ctx, qInboxClaim, ms(now.Add(lease)), string(platform), ms(now), limit)
 		out, err = collect(rows, err, scanInbox)
 		return err
 	})

@@ -33,7 +33,7 @@ func scanJob(r scanner) (core.Job, error) {
 }
 
 func jobByID(ctx context.Context, d db, id int64) (core.Job, error) {
-	return scanJob(d.row(ctx, `SELECT `+jobCols+` FROM jobs WHERE id = $1`, id))
+	return scanJob(d.row(ctx, qJobByID, id))
 }
 
 // lockJob reads job id in tx and keeps its row locked until the
@@ -142,8 +142,7 @@ var activeStates = []string{string(core.JobQueued), string(core.JobRunning), str
 	string(core.JobWaitingSubtasks), string(core.JobWaitingApproval)}
 
 func activeJob(ctx context.Context, d db, taskID int64) (core.Job, error) {
-	return scanJob(d.row(ctx, `SELECT `+jobCols+` FROM jobs
-		WHERE task_id = $1 AND state = ANY($2) ORDER BY id DESC LIMIT 1`, taskID, activeStates))
+	return scanJob(d.row(ctx, qActiveJob, taskID, activeStates))
 }
 
 // ActiveJob returns the task's newest job in an active state (queued,
@@ -571,8 +570,7 @@ func (s *Store) AddEvent(ctx context.Context, e core.JobEvent) error {
 
 // Events returns a job's history, oldest first (empty for an unknown job).
 func (s *Store) Events(ctx context.Context, jobID int64) ([]core.JobEvent, error) {
-	rows, err := s.read().query(ctx, `SELECT id, job_id, at, kind, movement, detail FROM job_events
-		WHERE job_id = $1 ORDER BY id`, jobID)
+	rows, err := s.read().query(ctx, qJobEvents, jobID)
 	out, err := collect(rows, err, func(r scanner) (core.JobEvent, error) {
 		var e core.JobEvent
 		var at int64

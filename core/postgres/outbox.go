@@ -118,16 +118,7 @@ func (s *Store) ClaimOutbox(ctx context.Context, platform core.Platform, owner s
 	}
 	var out []core.OutboxMessage
 	err := s.tx(ctx, func(tx db) error {
-		rows, err := tx.query(ctx, `WITH picked AS MATERIALIZED (
-				SELECT o.id FROM outbox o JOIN tasks t ON t.id = o.task_id
-				WHERE t.platform = $1 AND o.state = $2 AND o.next_try_at <= $3 AND o.claimed_until <= $3
-				  AND o.seq = (SELECT MIN(p.seq) FROM outbox p WHERE p.task_id = o.task_id AND p.state = $2)
-				ORDER BY o.task_id, o.seq
-				LIMIT $4
-				FOR UPDATE OF o SKIP LOCKED)
-			UPDATE outbox o SET claimed_by = $5, claimed_until = $6, claims = o.claims + 1
-			FROM picked WHERE o.id = picked.id
-			RETURNING `+outboxCols,
+		rows, err := tx.query(ctx, qOutboxClaim,
 			string(platform), string(core.OutboxPending), ms(now), limit, owner, ms(now.Add(lease)))
 		out, err = collect(rows, err, scanOutbox)
 		return err
@@ -244,9 +235,7 @@ func (s *Store) OutboxStats(ctx context.Context) (map[core.Platform]core.OutboxS
 // StatusMessage implements core.OutboxStore.
 func (s *Store) StatusMessage(ctx context.Context, jobID int64) (string, error) {
 	var id string
-	err := s.read().row(ctx, `SELECT platform_msg_id FROM outbox
-		WHERE job_id = $1 AND kind = $2 AND ref = '' AND state = $3 AND platform_msg_id <> ''
-		ORDER BY id LIMIT 1`, jobID, string(core.OutboxUpdate), string(core.OutboxSent)).Scan(&id)
+	err := s.read().row(ctx, qStatusMessage, jobID, string(core.OutboxUpdate), string(core.OutboxSent)).Scan(&id)
 	if err != nil {
 		return "", fmt.Errorf("status message of job %d: %w", jobID, notFound(err))
 	}
@@ -256,9 +245,7 @@ func (s *Store) StatusMessage(ctx context.Context, jobID int64) (string, error) 
 // RefMessage implements core.OutboxStore.
 func (s *Store) RefMessage(ctx context.Context, taskID int64, ref string) (string, error) {
 	var id string
-	err := s.read().row(ctx, `SELECT platform_msg_id FROM outbox
-		WHERE task_id = $1 AND ref = $2 AND kind = $3 AND state = $4 AND platform_msg_id <> ''
-		ORDER BY id LIMIT 1`, taskID, ref, string(core.OutboxUpdate), string(core.OutboxSent)).Scan(&id)
+	err := s.read().row(ctx, qRefMessage, taskID, ref, string(core.OutboxUpdate), string(core.OutboxSent)).Scan(&id)
 	if err != nil {
 		return "", fmt.Errorf("message %q of task %d: %w", ref, taskID, notFound(err))
 	}
@@ -288,7 +275,7 @@ func (s *Store) InboundKnown(ctx context.Context, keys []string) (bool, error) {
 		return false, nil
 	}
 	var known bool
-	err := s.read().row(ctx, `SELECT EXISTS (SELECT 1 FROM inbound_events WHERE key = ANY($1))`, keys).Scan(&known)
+	err := s.read().row(ctx, qInboundKnown, keys).Scan(&known)
 	if err != nil {
 		return false, fmt.Errorf("inbound %q known: %w", keys, err)
 	}

@@ -33,7 +33,7 @@ func scanTask(r scanner) (core.Task, error) {
 // locked until the transaction ends (FOR NO KEY UPDATE: rows referencing
 // it may still be written meanwhile).
 func taskByThread(ctx context.Context, d db, ref core.ThreadRef, lock bool) (core.Task, error) {
-	q := `SELECT ` + taskCols + ` FROM tasks WHERE platform = $1 AND team = $2 AND channel = $3 AND thread = $4`
+	q := qTaskByThread
 	if lock {
 		q += ` FOR NO KEY UPDATE`
 	}
@@ -252,8 +252,7 @@ func insertComment(ctx context.Context, tx db, c core.Comment) (core.Comment, er
 		c.TaskID, msgID, c.AuthorID, c.AuthorName, string(c.Role), c.Text, c.Original, c.Files, ms(c.CreatedAt)))
 	if errors.Is(err, core.ErrNotFound) {
 		// No row: the message id was taken.
-		old, err := scanComment(tx.row(ctx, `SELECT `+commentCols+` FROM comments
-			WHERE task_id = $1 AND platform_msg_id = $2`, c.TaskID, c.PlatformMsgID))
+		old, err := scanComment(tx.row(ctx, qCommentByMsg, c.TaskID, c.PlatformMsgID))
 		if err != nil {
 			return core.Comment{}, fmt.Errorf("message %s: %w", c.PlatformMsgID, err)
 		}
@@ -301,8 +300,7 @@ func (s *Store) RecentComments(ctx context.Context, taskID int64, n int) ([]core
 	if n <= 0 {
 		return nil, nil
 	}
-	rows, err := s.read().query(ctx, `SELECT `+commentCols+` FROM comments
-		WHERE task_id = $1 ORDER BY id DESC LIMIT $2`, taskID, n)
+	rows, err := s.read().query(ctx, qRecentComments, taskID, n)
 	out, err := collect(rows, err, scanComment)
 	if err != nil {
 		return nil, fmt.Errorf("recent comments of task %d: %w", taskID, err)

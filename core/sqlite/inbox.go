@@ -46,7 +46,7 @@ func (s *Store) AddInbox(ctx context.Context, e core.InboxEvent) (core.InboxEven
 		if !errors.Is(err, core.ErrNotFound) {
 			return err
 		}
-		out, err = scanInbox(tx.QueryRowContext(ctx, `SELECT `+inboxCols+` FROM inbox WHERE platform = ? AND key = ?`,
+		out, err = scanInbox(tx.QueryRowContext(ctx, qInboxByKey,
 			string(e.Platform), e.Key))
 		return err
 	})
@@ -64,7 +64,7 @@ func (s *Store) ClaimInbox(ctx context.Context, platform core.Platform, now time
 	// The sweep asks every few seconds and mostly finds nothing: a read
 	// spares the writer a transaction then.
 	var due int
-	err := s.reader.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM inbox WHERE platform = ? AND due_at <= ? LIMIT 1)`,
+	err := s.reader.QueryRowContext(ctx, qInboxDue,
 		string(platform), ms(now)).Scan(&due)
 	if err != nil {
 		return nil, fmt.Errorf("claim %s inbox: %w", platform, err)
@@ -75,9 +75,7 @@ func (s *Store) ClaimInbox(ctx context.Context, platform core.Platform, now time
 	var out []core.InboxEvent
 	err = s.tx(ctx, func(tx *txn) error {
 		out = out[:0]
-		rows, err := tx.QueryContext(ctx, `UPDATE inbox SET due_at = ?, tries = tries + 1
-			WHERE id IN (SELECT id FROM inbox WHERE platform = ? AND due_at <= ? ORDER BY received_at, id LIMIT ?)
-			RETURNING `+inboxCols, ms(now.Add(lease)), string(platform), ms(now), limit)
+		rows, err := tx.QueryContext(ctx, qInboxClaim, ms(now.Add(lease)), string(platform), ms(now), limit)
 		if err != nil {
 			return err
 		}

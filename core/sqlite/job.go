@@ -34,7 +34,7 @@ func scanJob(r scanner) (core.Job, error) {
 }
 
 func jobByID(ctx context.Context, q querier, id int64) (core.Job, error) {
-	return scanJob(q.QueryRowContext(ctx, `SELECT `+jobCols+` FROM jobs WHERE id = ?`, id))
+	return scanJob(q.QueryRowContext(ctx, qJobByID, id))
 }
 
 func addEvent(ctx context.Context, q querier, e core.JobEvent) (int64, error) {
@@ -146,8 +146,7 @@ func (s *Store) queryJobs(ctx context.Context, q string, args ...any) ([]core.Jo
 }
 
 func activeJob(ctx context.Context, q querier, taskID int64) (core.Job, error) {
-	return scanJob(q.QueryRowContext(ctx, `SELECT `+jobCols+` FROM jobs
-		WHERE task_id = ? AND state IN (?, ?, ?, ?, ?) ORDER BY id DESC LIMIT 1`,
+	return scanJob(q.QueryRowContext(ctx, qActiveJob,
 		taskID, string(core.JobQueued), string(core.JobRunning), string(core.JobWaitingHuman), string(core.JobWaitingSubtasks),
 		string(core.JobWaitingApproval)))
 }
@@ -574,8 +573,7 @@ func (s *Store) AddEvent(ctx context.Context, e core.JobEvent) error {
 
 // Events returns a job's history, oldest first (empty for an unknown job).
 func (s *Store) Events(ctx context.Context, jobID int64) ([]core.JobEvent, error) {
-	rows, err := s.reader.QueryContext(ctx, `SELECT id, job_id, at, kind, movement, detail FROM job_events
-		WHERE job_id = ? ORDER BY id`, jobID)
+	rows, err := s.reader.QueryContext(ctx, qJobEvents, jobID)
 	if err != nil {
 		return nil, fmt.Errorf("events of job %d: %w", jobID, err)
 	}

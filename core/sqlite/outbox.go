@@ -39,7 +39,7 @@ func scanOutbox(r scanner) (core.OutboxMessage, error) {
 // task. The write lock held by the transaction makes max(seq)+1 safe.
 func insertOutbox(ctx context.Context, tx *txn, m core.OutboxMessage) (int64, error) {
 	var seq int64
-	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) + 1 FROM outbox WHERE task_id = ?`, m.TaskID).Scan(&seq); err != nil {
+	if err := tx.QueryRowContext(ctx, qOutboxNextSeq, m.TaskID).Scan(&seq); err != nil {
 		return 0, err
 	}
 	var id int64
@@ -129,7 +129,7 @@ func (s *Store) ClaimOutbox(ctx context.Context, platform core.Platform, owner s
 		return nil, nil
 	}
 	var any int
-	err := s.reader.QueryRowContext(ctx, `SELECT COUNT(*) FROM (`+dueOutbox+` LIMIT 1)`, string(platform), ms(now)).Scan(&any)
+	err := s.reader.QueryRowContext(ctx, qOutboxDue, string(platform), ms(now)).Scan(&any)
 	if err != nil {
 		return nil, fmt.Errorf("claim %s outbox: %w", platform, err)
 	}
@@ -139,9 +139,7 @@ func (s *Store) ClaimOutbox(ctx context.Context, platform core.Platform, owner s
 	var out []core.OutboxMessage
 	err = s.tx(ctx, func(tx *txn) error {
 		out = out[:0]
-		rows, err := tx.QueryContext(ctx, `UPDATE outbox SET claimed_by = ?3, claimed_until = ?4, claims = claims + 1
-			WHERE id IN (`+dueOutbox+` LIMIT ?5)
-			RETURNING `+returningOutbox, string(platform), ms(now), owner, ms(now.Add(lease)), limit)
+		rows, err := tx.QueryContext(ctx, qOutboxClaim, string(platform), ms(now), owner, ms(now.Add(lease)), limit)
 		if err != nil {
 			return err
 		}
@@ -275,9 +273,7 @@ func (s *Store) OutboxStats(ctx context.Context) (map[core.Platform]core.OutboxS
 // StatusMessage implements core.OutboxStore.
 func (s *Store) StatusMessage(ctx context.Context, jobID int64) (string, error) {
 	var id string
-	err := s.reader.QueryRowContext(ctx, `SELECT platform_msg_id FROM outbox
-		WHERE job_id = ? AND kind = ? AND ref = '' AND state = ? AND platform_msg_id IS NOT NULL AND platform_msg_id <> ''
-		ORDER BY id LIMIT 1`, jobID, string(core.OutboxUpdate), string(core.OutboxSent)).Scan(&id)
+	err := s.reader.QueryRowContext(ctx, qStatusMessage, jobID, string(core.OutboxUpdate), string(core.OutboxSent)).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", fmt.Errorf("status message of job %d: %w", jobID, core.ErrNotFound)
 	}
@@ -290,9 +286,7 @@ func (s *Store) StatusMessage(ctx context.Context, jobID int64) (string, error) 
 // RefMessage implements core.OutboxStore.
 func (s *Store) RefMessage(ctx context.Context, taskID int64, ref string) (string, error) {
 	var id string
-	err := s.reader.QueryRowContext(ctx, `SELECT platform_msg_id FROM outbox
-		WHERE task_id = ? AND ref = ? AND kind = ? AND state = ? AND platform_msg_id <> ''
-		ORDER BY id LIMIT 1`, taskID, ref, string(core.OutboxUpdate), string(core.OutboxSent)).Scan(&id)
+	err := s.reader.QueryRowContext(ctx, qRefMessage, taskID, ref, string(core.OutboxUpdate), string(core.OutboxSent)).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", fmt.Errorf("message %q of task %d: %w", ref, taskID, core.ErrNotFound)
 	}
@@ -327,7 +321,7 @@ func (s *Store) SeenInbound(ctx context.Context, key string, at time.Time) (bool
 func (s *Store) InboundKnown(ctx context.Context, keys []string) (bool, error) {
 	for _, k := range keys {
 		var one int
-		err := s.reader.QueryRowContext(ctx, `SELECT 1 FROM inbound_events WHERE key = ?`, k).Scan(&one)
+		err := s.reader.QueryRowContext(ctx, qInboundKnown, k).Scan(&one)
 		if err == nil {
 			return true, nil
 		}

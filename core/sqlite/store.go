@@ -192,6 +192,7 @@ func open(ctx context.Context, path string, opts Options, busyMS int) (*Store, e
 		s.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
+	s.noteAutoVacuum(ctx)
 	return s, nil
 }
 
@@ -236,6 +237,12 @@ func openSingle(path string, busyMS int) (*sql.DB, error) {
 // every pooled connection.
 func dsn(path string, busyMS int, write bool) string {
 	q := url.Values{}
+	if write {
+		// Pages freed by retention go back to the file system in steps
+		// (Prune). SQLite takes the setting only while the file has no
+		// table: a store made before keeps its free pages for new rows.
+		q.Add("_pragma", "auto_vacuum(INCREMENTAL)")
+	}
 	q.Add("_pragma", "busy_timeout("+strconv.Itoa(busyMS)+")")
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "foreign_keys(1)")

@@ -31,8 +31,7 @@ func scanTask(r scanner) (core.Task, error) {
 }
 
 func taskByThread(ctx context.Context, q querier, ref core.ThreadRef) (core.Task, error) {
-	return scanTask(q.QueryRowContext(ctx, `SELECT `+taskCols+` FROM tasks
-		WHERE platform = ? AND team = ? AND channel = ? AND thread = ?`,
+	return scanTask(q.QueryRowContext(ctx, qTaskByThread,
 		string(ref.Platform), ref.Team, ref.Channel, ref.Thread))
 }
 
@@ -230,8 +229,7 @@ func scanComment(r scanner) (core.Comment, error) {
 // A comment without CreatedAt gets the store's clock.
 func insertComment(ctx context.Context, tx *txn, c core.Comment) (core.Comment, error) {
 	if c.PlatformMsgID != "" {
-		old, err := scanComment(tx.QueryRowContext(ctx, `SELECT `+commentCols+` FROM comments
-			WHERE task_id = ? AND platform_msg_id = ?`, c.TaskID, c.PlatformMsgID))
+		old, err := scanComment(tx.QueryRowContext(ctx, qCommentByMsg, c.TaskID, c.PlatformMsgID))
 		if err == nil {
 			return old, fmt.Errorf("message %s: %w", c.PlatformMsgID, core.ErrDuplicate)
 		}
@@ -305,8 +303,7 @@ func (s *Store) RecentComments(ctx context.Context, taskID int64, n int) ([]core
 	if n <= 0 {
 		return nil, nil
 	}
-	rows, err := s.reader.QueryContext(ctx, `SELECT `+commentCols+` FROM comments
-		WHERE task_id = ? ORDER BY id DESC`+sqlLimit(n), taskID)
+	rows, err := s.reader.QueryContext(ctx, qRecentComments+sqlLimit(n), taskID)
 	if err != nil {
 		return nil, fmt.Errorf("recent comments of task %d: %w", taskID, err)
 	}

@@ -126,6 +126,9 @@ var areas = []struct {
 		{"Release", testLeaseRelease},
 		{"Race", testLeaseRace},
 	}},
+	{"retention", []test{
+		{"Prune", testPrune},
+	}},
 	{"concurrency", []test{
 		{"ConcurrentWriters", testConcurrentWriters},
 		{"EnsureTaskConcurrent", testEnsureTaskConcurrent},

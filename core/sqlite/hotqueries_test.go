@@ -1,0 +1,132 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// fullScan matches a plan step that reads a whole table or a whole index:
+// SQLite's SCAN (a SEARCH reads only the entries a condition picks), with
+// "USING INDEX i" or "USING COVERING INDEX i" or without. A subquery's
+// result, a virtual table such as json_each and a constant row are not
+// stored tables.
+var fullScan = regexp.MustCompile(`^SCAN [^(\s]`)
+
+// notStored matches the SCAN steps over what is not a stored table.
+var notStored = regexp.MustCompile(`VIRTUAL TABLE|CONSTANT ROW`)
+
+// numbered matches a numbered parameter, ?N.
+var numbered = regexp.MustCompile(`\?(\d+)`)
+
+// params returns NULL for each parameter of q: the plan does not depend
+// on the values.
+func params(q string) []any {
+	n := strings.Count(q, "?")
+	if m := numbered.FindAllStringSubmatch(q, -1); m != nil {
+		n = 0
+		for _, x := range m {
+			k, _ := strconv.Atoi(x[1])
+			n = max(n, k)
+		}
+	}
+	return make([]any, n)
+}
+
+// scans returns the plan steps of q that scan a whole table.
+func scans(ctx context.Context, db *sql.DB, q string) ([]string, error) {
+	rows, err := db.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, params(q)...)
+	if err != nil {
+		return nil, fmt.Errorf("explain: %w", err)
+	}
+	defer rows.Close()
+	var bad []string
+	for rows.Next() {
+		var id, parent, notused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
+			return nil, err
+		}
+		if testing.Verbose() {
+			fmt.Printf("\t%s\n", detail)
+		}
+		if fullScan.MatchString(detail) && !notStored.MatchString(detail) {
+			bad = append(bad, detail)
+		}
+	}
+	return bad, rows.Err()
+}
+
+// TestHotQueriesUseIndexes: every query on a hot path (hotQueries) is
+// answered from an index — SQLite's plan for it scans no whole table — so
+// that its cost does not grow with a store of a year's tasks.
+func TestHotQueriesUseIndexes(t *testing.T) {
+	s := newStore(t)
+	for _, q := range hotQueries {
+		t.Run(q.name, func(t *testing.T) {
+			bad, err := scans(t.Context(), s.reader.DB, q.sql)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(bad) > 0 {
+				t.Errorf("%s scans a whole table: %q\n%s", q.name, bad, q.sql)
+			}
+		})
+	}
+}
+
+// TestScanCheckerFlagsUnindexedQueries: the check above can fail — a query
+// on an unindexed column, as a hot query changed to scan would be, is
+// flagged, and the same table read through an index is not.
+func TestScanCheckerFlagsUnindexedQueries(t *testing.T) {
+	s := newStore(t)
+	for _, c := range []struct {
+		sql  string
+		scan bool
+	}{
+		{`SELECT id FROM jobs WHERE instruction = ?`, true},
+		{`SELECT o.id FROM outbox o WHERE o.payload = ? ORDER BY o.id`, true},
+		{`SELECT o.id FROM outbox o WHERE o.payload = ? ORDER BY o.task_id, o.seq`, true}, // a whole index read in order
+		{`SELECT id FROM jobs WHERE id IN (SELECT value FROM json_each(?))`, false},
+		{`SELECT ` + jobCols + ` FROM jobs WHERE task_id = ? ORDER BY id DESC LIMIT 1`, false},
+		{qJobByID, false},
+	} {
+		bad, err := scans(t.Context(), s.reader.DB, c.sql)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := len(bad) > 0; got != c.scan {
+			t.Errorf("scan flagged = %v, want %v (plan steps %q) for\n%s", got, c.scan, bad, c.sql)
+		}
+	}
+}
+
+// TestScanCheckerFlagsAHotQueryThatLostItsIndex: a hot query whose index is
+// gone — as when a query is changed to filter on what no index covers —
+// is flagged.
+func TestScanCheckerFlagsAHotQueryThatLostItsIndex(t *testing.T) {
+	if bad, err := scans(t.Context(), newStore(t).reader.DB, qJobEvents); err != nil || len(bad) > 0 {
+		t.Fatalf("JobEvents with its index: scans %q, %v; want none", bad, err)
+	}
+	// Another store: a connection that planned the query before was seen
+	// to answer with its old plan after the index went.
+	s := newStore(t)
+	err := s.tx(t.Context(), func(tx *txn) error {
+		_, err := tx.Tx.ExecContext(t.Context(), `DROP INDEX job_events_job`)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad, err := scans(t.Context(), s.reader.DB, qJobEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bad) == 0 {
+		t.Error("JobEvents without its index is not flagged")
+	}
+}
