@@ -183,6 +183,9 @@ func (m *movement) addMeta(msg llm.Message, md msgMeta) {
 
 // model returns the model the movement's requests name.
 func (m *movement) model() string {
+	if m.pr.state.Model != "" {
+		return m.pr.state.Model
+	}
 	if m.mv.Model != "" {
 		return m.mv.Model
 	}

@@ -38,6 +38,10 @@ type carried struct {
 	Feedback map[string][]string `json:"feedback,omitempty"` // verify feedback by target movement
 	Git      string              `json:"git,omitempty"`      // excerpt for the next movement
 	Handover string              `json:"handover,omitempty"` // the previous movement's summary
+	// Model, when set, is the model every movement of the job asks,
+	// instead of the movement's or the engine's (a re-run with another
+	// model; core.EventMovementState).
+	Model string `json:"model,omitempty"`
 }
 
 type lesson struct {
@@ -149,7 +153,9 @@ func (pr *pieceRun) run(ctx context.Context) (core.Finish, error) {
 		if cp != nil {
 			started = jobEvent("movement_resumed", name, fmt.Sprintf("%d/%d, after %s's call was %s", j.MovementCount+1, pr.piece.MaxMovements, decided.Tool, decided.State))
 		}
-		if err := pr.save(ctx, name, append(pending, started)...); err != nil {
+		// The state the movement starts with, for a re-run from it.
+		state, _ := json.Marshal(pr.state)
+		if err := pr.save(ctx, name, append(pending, started, jobEvent(core.EventMovementState, name, string(state)))...); err != nil {
 			pr.flush(ctx, pending)
 			return core.Finish{}, err
 		}
