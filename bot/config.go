@@ -49,6 +49,7 @@ type Config struct {
 	HTTP       HTTPConfig       `yaml:"http"`
 	Admin      AdminConfig      `yaml:"admin"`
 	API        APIConfig        `yaml:"api"`
+	UI         UIConfig         `yaml:"ui"`
 	Log        LogConfig        `yaml:"log"`
 	Slack      SlackConfig      `yaml:"slack"`
 	Discord    DiscordConfig    `yaml:"discord"`
@@ -187,6 +188,12 @@ type AdminConfig struct {
 // APIConfig configures the task API.
 type APIConfig struct {
 	Token Secret `yaml:"token"` // empty: API off
+}
+
+// UIConfig configures the operator dashboard at /ui/ on admin.addr (or
+// http.addr without it).
+type UIConfig struct {
+	Token Secret `yaml:"token"` // empty: UI off
 }
 
 // LogConfig configures logging.
