@@ -3,8 +3,11 @@ package main
 import (
 	"fmt"
 	"net/http"
+	"net/url"
+	"strings"
 
 	"github.com/baton-bot/baton/adapters/web"
+	"github.com/baton-bot/baton/core"
 )
 
 // mountUI serves the operator dashboard at /ui/ on mux (admin.addr's, or
@@ -14,11 +17,34 @@ func (m *Main) mountUI(sys *system, mux *http.ServeMux) error {
 	if token == "" || sys.chat == nil {
 		return nil
 	}
-	ui, err := web.New(sys.store, sys.chat, web.Config{Token: token, Logger: m.Logger.With("component", "ui")})
+	ui, err := web.New(sys.store, sys.chat, web.Config{Token: token, Logger: m.Logger.With("component", "ui"), Links: threadLink})
 	if err != nil {
 		return fmt.Errorf("ui: %w", err)
 	}
 	mux.Handle("/ui/", ui.Handler())
 	m.Logger.Info("operator dashboard on /ui/")
 	return nil
+}
+
+// threadLink is the address of a Slack or Discord task's thread; "" for
+// other platforms.
+func threadLink(t core.Task) string {
+	th := t.Thread
+	switch th.Platform {
+	case core.PlatformSlack:
+		if th.Team == "" || th.Channel == "" {
+			return ""
+		}
+		u := "https://app.slack.com/client/" + url.PathEscape(th.Team) + "/" + url.PathEscape(th.Channel)
+		if th.Thread != "" && th.Thread != th.Channel {
+			u += "/thread/" + url.PathEscape(th.Channel+"-"+th.Thread)
+		}
+		return u
+	case core.PlatformDiscord:
+		if th.Team == "" {
+			return "https://discord.com/channels/@me/" + url.PathEscape(strings.TrimSpace(th.Thread))
+		}
+		return "https://discord.com/channels/" + url.PathEscape(th.Team) + "/" + url.PathEscape(th.Thread)
+	}
+	return ""
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/baton-bot/baton/core"
 	"github.com/baton-bot/baton/core/llmtest"
 )
 
@@ -275,8 +276,8 @@ func TestUIInBrowser(t *testing.T) {
 			t.Errorf("the timeline lacks %q:\n%s", want, timelineText)
 		}
 	}
-	if scripts := strs(`[...document.querySelectorAll("script")].map(s => s.src)`); len(scripts) != 1 { // htmx alone: the injected ones are text
-		t.Errorf("the job page has the scripts %q, want htmx alone", scripts)
+	if scripts := strs(`[...document.querySelectorAll("script")].map(s => s.src)`); len(scripts) != 2 { // htmx and live.js: the injected ones are text
+		t.Errorf("the job page has the scripts %q, want htmx and live.js alone", scripts)
 	}
 	shot(t, ctx, "ui-job.png")
 
@@ -435,5 +436,20 @@ func shot(t *testing.T, ctx context.Context, name string) {
 	}
 	if err := os.WriteFile(filepath.Join("..", "docs", name), png, 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestThreadLink(t *testing.T) {
+	for _, tc := range []struct {
+		th   core.ThreadRef
+		want string
+	}{
+		{core.ThreadRef{Platform: core.PlatformSlack, Team: "T1", Channel: "C1", Thread: "1700.1"}, "https://app.slack.com/client/T1/C1/thread/C1-1700.1"},
+		{core.ThreadRef{Platform: core.PlatformDiscord, Team: "G1", Channel: "C1", Thread: "42"}, "https://discord.com/channels/G1/42"},
+		{core.ThreadRef{Platform: core.PlatformAPI, Thread: "x"}, ""},
+	} {
+		if got := threadLink(core.Task{Thread: tc.th}); got != tc.want {
+			t.Errorf("threadLink(%+v) = %q, want %q", tc.th, got, tc.want)
+		}
 	}
 }

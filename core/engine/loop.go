@@ -438,6 +438,7 @@ func (m *movement) callTool(ctx context.Context, call llm.ToolCall) (tools.Resul
 		limits.Path = argPath(call.Arguments)
 	}
 	var res tools.Result
+	var took time.Duration
 	refused := false
 	if effect != tools.ReadsOnly {
 		res, refused = m.admit(ctx, call.Name, limits)
@@ -446,6 +447,7 @@ func (m *movement) callTool(ctx context.Context, call llm.ToolCall) (tools.Resul
 		pr.step(ctx, Step{Kind: StepTool, Tool: call.Name, Subject: policy.Subject(call.Name, call.Arguments)})
 		start, asked := time.Now(), len(pr.egressAsked())
 		res = tools.Safe(ctx, t, env, args)
+		took = time.Since(start)
 		if e.cfg.Meter != nil {
 			label := call.Name
 			if l, ok := t.(interface{ MeterLabel() string }); ok {
@@ -468,9 +470,16 @@ func (m *movement) callTool(ctx context.Context, call llm.ToolCall) (tools.Resul
 			res.Text = strings.TrimSpace(res.Text + "\n\n" + note)
 		}
 	}
+	// The event tells the call, how long it took and the head of its
+	// result: "NAME ARGS in 12ms → ok: HEAD" (or "→ error: TEXT").
 	detail := call.Name + " " + clipRunes(call.Arguments, 300)
+	if took > 0 {
+		detail += " in " + took.Round(time.Millisecond).String()
+	}
 	if res.IsError {
 		detail += " → error: " + clipRunes(res.Text, 300)
+	} else if !refused {
+		detail += " → ok: " + clipRunes(strings.TrimSpace(res.Text), 160)
 	}
 	_ = pr.event(ctx, "tool", m.mv.Name, detail)
 	return res, true, nil
