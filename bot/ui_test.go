@@ -288,7 +288,15 @@ func TestUIInBrowser(t *testing.T) {
 	if state, loc := text("state"), location(); state != "queued" || strings.HasSuffix(loc, fmt.Sprintf("/ui/jobs/%d", doomedJob)) {
 		t.Errorf("after Retry: %s in state %q, want a new job queued", loc, state)
 	}
+	// The running job's page follows it: once the model answers, the
+	// timeline shows the movement's end without a reload.
+	blockerJob := apiJobs(t, pub, api, blocker)[0].ID
+	do("open the running job", chromedp.Navigate(fmt.Sprintf("%s/ui/jobs/%d", admin, blockerJob)), chromedp.WaitVisible(chromedp.ID("live")))
+	if n := strs(`[...document.querySelectorAll("#timeline .ev.transition")].map(e => e.textContent)`); len(n) != 0 {
+		t.Fatalf("the running job's page shows transitions already: %q", n)
+	}
 	model.once.Do(func() { close(model.release) })
+	do("see the running job finish", chromedp.WaitVisible(chromedp.CSS("#timeline .ev.transition")))
 
 	// A movement the piece does not have: a clear refusal.
 	jobPage := fmt.Sprintf("%s/ui/jobs/%d", admin, alphaJob)

@@ -6,9 +6,10 @@
 // Abort and Re-run from a movement, each a POST carrying the session's
 // CSRF token.
 //
-// Pages are html/template; the live parts (a running job's timeline, the
-// queue) refresh with the vendored htmx (static/htmx.min.js, its licence
-// beside it): no build step.
+// Pages are html/template; a running job's timeline follows the job over
+// server-sent events (static/live.js), the queue refreshes itself, both
+// with the vendored htmx (static/htmx.min.js, its licence beside it): no
+// build step.
 //
 // Nothing is reachable without a session. A session starts at the login
 // form (GET /ui/login, which posts the field token to POST /ui/login) with
@@ -84,6 +85,9 @@ type Config struct {
 	// 429 until the window ends.
 	LoginFailures int
 	LoginWindow   time.Duration
+	// LiveEvery is how often a running job's live stream looks at the
+	// store (1s by default).
+	LiveEvery time.Duration
 	// Now is the clock (time.Now by default).
 	Now func() time.Time
 }
@@ -126,6 +130,9 @@ func New(store Store, svc Service, cfg Config) (*UI, error) {
 	if cfg.LoginWindow <= 0 {
 		cfg.LoginWindow = time.Minute
 	}
+	if cfg.LiveEvery <= 0 {
+		cfg.LiveEvery = time.Second
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -159,6 +166,7 @@ func (u *UI) Handler() http.Handler {
 	mux.Handle("GET /ui/tasks/{id}", u.authed(u.task))
 	mux.Handle("GET /ui/jobs/{id}", u.authed(u.job))
 	mux.Handle("GET /ui/jobs/{id}/timeline", u.authed(u.jobTimeline))
+	mux.Handle("GET /ui/jobs/{id}/live", u.authed(u.live))
 	mux.Handle("GET /ui/jobs/{id}/logs/{name}", u.authed(u.movementLog))
 	mux.Handle("GET /ui/queue", u.authed(u.queue))
 	mux.Handle("POST /ui/jobs/{id}/retry", u.authed(u.retry))

@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/baton-bot/baton/adapters/web"
 	"github.com/baton-bot/baton/core"
@@ -46,7 +48,12 @@ func openStore(tb testing.TB) *sqlite.Store {
 // cookie.
 func server(tb testing.TB, st web.Store) (base, cookie string) {
 	tb.Helper()
-	ui, err := web.New(st, noService{}, web.Config{Token: "s3cret"})
+	return serverWith(tb, st, web.Config{Token: "s3cret"})
+}
+
+func serverWith(tb testing.TB, st web.Store, cfg web.Config) (base, cookie string) {
+	tb.Helper()
+	ui, err := web.New(st, noService{}, cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -219,5 +226,59 @@ func BenchmarkPages(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestLiveStream: a running job's stream says "change" when the job moves
+// and "end" once it is finished.
+func TestLiveStream(t *testing.T) {
+	st := openStore(t)
+	ctx := context.Background()
+	task, _, err := st.EnsureTask(ctx, core.Task{Thread: core.ThreadRef{Platform: core.PlatformAPI, Thread: "live"}, Title: "live"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := st.CreateJob(ctx, core.Job{TaskID: task.ID, Piece: "chat", Instruction: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, cookie := serverWith(t, st, web.Config{Token: "s3cret", LiveEvery: 5 * time.Millisecond})
+	req, _ := http.NewRequest("GET", fmt.Sprintf("%s/ui/jobs/%d/live", base, j.ID), nil)
+	req.Header.Set("Cookie", cookie)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("Content-Type %q", ct)
+	}
+	events := bufio.NewScanner(resp.Body)
+	next := func() string {
+		t.Helper()
+		for events.Scan() {
+			if e, ok := strings.CutPrefix(events.Text(), "event: "); ok {
+				return e
+			}
+		}
+		t.Fatalf("the stream ended: %v", events.Err())
+		return ""
+	}
+	if e := next(); e != "open" {
+		t.Fatalf("first event %q", e)
+	}
+	if _, err := st.StartJob(ctx, j.ID, 1); err != nil {
+		t.Fatal(err)
+	}
+	if e := next(); e != "change" {
+		t.Errorf("after the start: %q, want change", e)
+	}
+	if _, err := st.FinishJob(ctx, j.ID, 1, core.Finish{To: core.JobSucceeded}); err != nil {
+		t.Fatal(err)
+	}
+	for e := next(); e != "end"; e = next() {
+		if e != "change" {
+			t.Fatalf("event %q before the end", e)
+		}
 	}
 }
