@@ -288,6 +288,10 @@ func TestUIInBrowser(t *testing.T) {
 	if state, loc := text("state"), location(); state != "queued" || strings.HasSuffix(loc, fmt.Sprintf("/ui/jobs/%d", doomedJob)) {
 		t.Errorf("after Retry: %s in state %q, want a new job queued", loc, state)
 	}
+	do("abort the retry", submit("abort"))
+	if state := text("state"); state != "aborted" {
+		t.Errorf("after Abort the job is %q", state)
+	}
 	// The running job's page follows it: once the model answers, the
 	// timeline shows the movement's end without a reload.
 	blockerJob := apiJobs(t, pub, api, blocker)[0].ID
@@ -307,7 +311,7 @@ func TestUIInBrowser(t *testing.T) {
 	}
 
 	// Re-run from the second movement.
-	waitJobState(t, pub, api, doomed, "failed") // the retry ran out, and the worker is free
+	waitJobState(t, pub, api, blocker, "succeeded") // the worker is free
 	before := len(llmSrv.Requests())
 	do("re-run from implement", chromedp.Navigate(jobPage), chromedp.WaitVisible(chromedp.ID("rerun-movement")),
 		chromedp.SendKeys(chromedp.ID("rerun-movement"), "implement"), submit("rerun"), chromedp.WaitVisible(chromedp.ID("linked")))
