@@ -17,7 +17,11 @@ func (m *Main) mountUI(sys *system, mux *http.ServeMux) error {
 	if token == "" || sys.chat == nil {
 		return nil
 	}
-	ui, err := web.New(sys.store, sys.chat, web.Config{Token: token, Logger: m.Logger.With("component", "ui"), Links: threadLink})
+	cfg := web.Config{Token: token, Logger: m.Logger.With("component", "ui"), Links: threadLink}
+	if o := m.Config.UI.OIDC; o.Issuer != "" {
+		cfg.OIDC = &web.OIDC{Issuer: o.Issuer, ClientID: o.ClientID, ClientSecret: o.ClientSecret.Reveal(), RedirectURL: o.RedirectURL, Allowed: o.Allowed}
+	}
+	ui, err := web.New(sys.store, sys.chat, cfg)
 	if err != nil {
 		return fmt.Errorf("ui: %w", err)
 	}

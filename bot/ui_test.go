@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -463,5 +464,40 @@ func TestThreadLink(t *testing.T) {
 		if got := threadLink(core.Task{Thread: tc.th}); got != tc.want {
 			t.Errorf("threadLink(%+v) = %q, want %q", tc.th, got, tc.want)
 		}
+	}
+}
+
+// TestValidateUIOIDC: an OIDC login needs its client, its redirect, an
+// allow list and the dashboard's token.
+func TestValidateUIOIDC(t *testing.T) {
+	ok := func(c *Config) {
+		c.UI.Token = "t"
+		c.UI.OIDC = UIOIDCConfig{Issuer: "https://idp.example", ClientID: "baton", RedirectURL: "https://baton.example/ui/login/oidc/callback", Allowed: []string{"@example.com"}}
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(*Config)
+		key    string // "": accepted
+	}{
+		{"complete", func(*Config) {}, ""},
+		{"no client id", func(c *Config) { c.UI.OIDC.ClientID = "" }, "ui.oidc.client_id"},
+		{"no redirect", func(c *Config) { c.UI.OIDC.RedirectURL = "" }, "ui.oidc.redirect_url"},
+		{"nobody allowed", func(c *Config) { c.UI.OIDC.Allowed = nil }, "ui.oidc.allowed"},
+		{"issuer not a URL", func(c *Config) { c.UI.OIDC.Issuer = "idp.example" }, "ui.oidc.issuer"},
+		{"no ui token", func(c *Config) { c.UI.Token = "" }, "ui.oidc.issuer"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			ok(&cfg)
+			tc.change(&cfg)
+			err := cfg.Validate()
+			var ce *ConfigError
+			switch {
+			case tc.key == "" && err != nil:
+				t.Errorf("Validate = %v", err)
+			case tc.key != "" && (!errors.As(err, &ce) || ce.Key != tc.key):
+				t.Errorf("Validate = %v, want an error on %s", err, tc.key)
+			}
+		})
 	}
 }

@@ -59,7 +59,7 @@ var funcs = template.FuncMap{
 
 func parsePages() (*pages, error) {
 	p := &pages{t: map[string]*template.Template{}}
-	for _, name := range []string{"login", "tasks", "task", "job", "queue", "log", "error"} {
+	for _, name := range []string{"login", "signedin", "tasks", "task", "job", "queue", "log", "error"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(files, "templates/layout.html", "templates/timeline.html", "templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("parse the %s page: %w", name, err)

@@ -85,6 +85,8 @@ type Config struct {
 	// 429 until the window ends.
 	LoginFailures int
 	LoginWindow   time.Duration
+	// OIDC, when set, adds a login through an OpenID Connect provider.
+	OIDC *OIDC
 	// LiveEvery is how often a running job's live stream looks at the
 	// store (1s by default).
 	LiveEvery time.Duration
@@ -100,6 +102,7 @@ type UI struct {
 	log   *slog.Logger
 	pages *pages
 	token [32]byte
+	oidc  *oidcClient // nil: no OIDC login
 
 	mu       sync.Mutex // guards sessions and failures
 	sessions map[string]session
@@ -140,10 +143,14 @@ func New(store Store, svc Service, cfg Config) (*UI, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &UI{
+	u := &UI{
 		store: store, svc: svc, cfg: cfg, log: cfg.Logger, pages: p, token: sha256.Sum256([]byte(cfg.Token)),
 		sessions: map[string]session{}, failures: map[string]*failure{},
-	}, nil
+	}
+	if cfg.OIDC != nil && cfg.OIDC.Issuer != "" {
+		u.oidc = &oidcClient{cfg: *cfg.OIDC}
+	}
+	return u, nil
 }
 
 // cookieName is the session cookie's.
@@ -157,6 +164,10 @@ func (u *UI) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /ui/login", u.loginForm)
 	mux.HandleFunc("POST /ui/login", u.login)
+	if u.oidc != nil {
+		mux.HandleFunc("GET /ui/login/oidc", u.oidcStart)
+		mux.HandleFunc("GET /ui/login/oidc/callback", u.oidcCallback)
+	}
 	mux.Handle("GET /ui/static/", http.StripPrefix("/ui/", http.FileServerFS(files)))
 	mux.Handle("POST /ui/logout", u.authed(u.logout))
 	mux.Handle("GET /ui/{$}", u.authed(func(w http.ResponseWriter, r *http.Request, _ session) {
@@ -249,7 +260,12 @@ func (u *UI) loginForm(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/ui/tasks", http.StatusSeeOther)
 		return
 	}
-	u.render(w, http.StatusOK, "login", page{Title: "Log in"})
+	u.render(w, http.StatusOK, "login", u.loginPage(""))
+}
+
+// loginPage is the login form's page with the error.
+func (u *UI) loginPage(err string) page {
+	return page{Title: "Log in", Error: err, Data: u.oidc != nil}
 }
 
 // loginFailed is all a wrong login is told.
@@ -260,7 +276,7 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 	now := u.cfg.Now()
 	if u.limited(client, now) {
 		w.Header().Set("Retry-After", "60")
-		u.render(w, http.StatusTooManyRequests, "login", page{Title: "Log in", Error: "Too many failed logins; try again later."})
+		u.render(w, http.StatusTooManyRequests, "login", u.loginPage("Too many failed logins; try again later."))
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 4096)
@@ -268,9 +284,16 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 	if subtle.ConstantTimeCompare(given[:], u.token[:]) != 1 {
 		u.failed(client, now)
 		u.log.Warn("a UI login failed", "client", client)
-		u.render(w, http.StatusUnauthorized, "login", page{Title: "Log in", Error: loginFailed})
+		u.render(w, http.StatusUnauthorized, "login", u.loginPage(loginFailed))
 		return
 	}
+	u.startSession(w, client, now)
+	u.log.Info("a UI session started", "client", client)
+	http.Redirect(w, r, "/ui/tasks", http.StatusSeeOther)
+}
+
+// startSession starts a session for client and sets its cookie.
+func (u *UI) startSession(w http.ResponseWriter, client string, now time.Time) {
 	cookie, csrf := randomHex(), randomHex()
 	u.mu.Lock()
 	u.sessions[sessionKey(cookie)] = session{csrf: csrf, expires: now.Add(u.cfg.Session)}
@@ -285,8 +308,6 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 		Name: cookieName, Value: cookie, Path: "/ui/", MaxAge: int(u.cfg.Session / time.Second),
 		Secure: true, HttpOnly: true, SameSite: http.SameSiteStrictMode,
 	})
-	u.log.Info("a UI session started", "client", client)
-	http.Redirect(w, r, "/ui/tasks", http.StatusSeeOther)
 }
 
 func (u *UI) logout(w http.ResponseWriter, r *http.Request, _ session) {
