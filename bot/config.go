@@ -51,6 +51,7 @@ type Config struct {
 	HTTP       HTTPConfig       `yaml:"http"`
 	Admin      AdminConfig      `yaml:"admin"`
 	API        APIConfig        `yaml:"api"`
+	UI         UIConfig         `yaml:"ui"`
 	Log        LogConfig        `yaml:"log"`
 	Otel       OtelConfig       `yaml:"otel"`
 	Slack      SlackConfig      `yaml:"slack"`
@@ -236,6 +237,23 @@ type APIConfig struct {
 // standard OTEL_EXPORTER_OTLP_* variables' business (see core/tracing).
 type OtelConfig struct {
 	Enabled bool `yaml:"enabled"` // false: no tracer, no exporter, no trace ids in logs
+}
+
+// UIConfig configures the operator dashboard at /ui/ on admin.addr (or
+// http.addr without it).
+type UIConfig struct {
+	Token Secret       `yaml:"token"` // empty: UI off
+	OIDC  UIOIDCConfig `yaml:"oidc"`
+}
+
+// UIOIDCConfig adds a login through an OpenID Connect provider to the
+// dashboard (issuer empty: none).
+type UIOIDCConfig struct {
+	Issuer       string   `yaml:"issuer"`
+	ClientID     string   `yaml:"client_id"`
+	ClientSecret Secret   `yaml:"client_secret"`
+	RedirectURL  string   `yaml:"redirect_url"`
+	Allowed      []string `yaml:"allowed"` // addresses and @domains; empty: nobody
 }
 
 // LogConfig configures logging.
@@ -434,6 +452,7 @@ func DefaultConfig() Config {
 			AnswerBy:        "participants",
 		},
 		Redis: RedisConfig{ClusterAddrs: []string{}},
+		UI:    UIConfig{OIDC: UIOIDCConfig{Allowed: []string{}}},
 		Approvals: ApprovalsConfig{
 			Timeout:   time.Hour,
 			Approvers: []string{},
@@ -1123,6 +1142,17 @@ func (c Config) Validate() error {
 	v.addr("http.addr", c.HTTP.Addr, true)
 	v.positive("http.max_connections", int64(c.HTTP.MaxConnections))
 	v.addr("admin.addr", c.Admin.Addr, false)
+	if o := c.UI.OIDC; o.Issuer != "" {
+		v.url("ui.oidc.issuer", o.Issuer, true, "https", "http")
+		v.nonEmpty("ui.oidc.client_id", o.ClientID)
+		v.url("ui.oidc.redirect_url", o.RedirectURL, true, "https", "http")
+		if len(o.Allowed) == 0 {
+			v.fail("ui.oidc.allowed", "must list the addresses (ann@example.com) or domains (@example.com) that may log in")
+		}
+		if c.UI.Token == "" {
+			v.fail("ui.oidc.issuer", "needs ui.token: without it the dashboard is off")
+		}
+	}
 
 	v.oneOf("log.format", c.Log.Format, "text", "json")
 	v.oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")

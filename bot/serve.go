@@ -103,6 +103,13 @@ func (m *Main) serveAll(ctx context.Context, cmd string, workers bool) error {
 		sys.deliver(workCtx, core.PlatformAPI, api.Poster{})
 		m.Logger.Info("task API on", "addr", ln.Addr().String())
 	}
+	if err := m.mountUI(sys, ops); err != nil {
+		ln.Close()
+		if adminSrv != nil {
+			adminSrv.Close()
+		}
+		return err
+	}
 	srv := newHTTPServer(mux, m.Logger)
 	ln = limitConns(ln, m.Config.HTTP.MaxConnections)
 

@@ -148,4 +148,11 @@ const (
 	// request (the call, the rule) and its decision (who, the verdict).
 	EventApprovalAsked   = "approval_asked"
 	EventApprovalDecided = "approval_decided"
+	// EventMovementState records, as its Detail, the carried state (the
+	// engine's, opaque to others, the JSON of Job.Lessons) a movement
+	// started with: what a re-run from that movement starts from.
+	EventMovementState = "movement_state"
+	// EventRerun, on a re-run job, names the job and movement it re-runs
+	// from ("job 12 from review, model m; note").
+	EventRerun = "rerun"
 )

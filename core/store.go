@@ -63,6 +63,13 @@ type TaskFilter struct {
 	// after one that ended with task Before.
 	Before int64
 	Limit  int // 0: no limit
+
+	// Channel keeps the tasks of the thread's channel, Owner those of
+	// the requester (OwnerUser), Text those whose title contains it
+	// (ASCII letters compared without case).
+	Channel string
+	Owner   string
+	Text    string
 }
 
 // JobFilter selects jobs. Zero fields do not filter.

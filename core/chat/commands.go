@@ -82,6 +82,8 @@ func (s *Service) command(ctx context.Context, c Command, task core.Task) (Reply
 		return s.abort(ctx, task, c.Author)
 	case "retry":
 		return s.retry(ctx, task, c.Author)
+	case "rerun":
+		return s.rerunCommand(ctx, task, c.Author, c.Args)
 	case "approve", "deny":
 		v := core.VerdictApprove
 		if c.Name == "deny" {

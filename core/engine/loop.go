@@ -190,6 +190,9 @@ func (m *movement) addMeta(msg llm.Message, md msgMeta) {
 
 // model returns the model the movement's requests name.
 func (m *movement) model() string {
+	if m.pr.state.Model != "" {
+		return m.pr.state.Model
+	}
 	if m.mv.Model != "" {
 		return m.mv.Model
 	}
@@ -501,6 +504,7 @@ func (m *movement) callTool(ctx context.Context, call llm.ToolCall) (tools.Resul
 		limits.Path = argPath(call.Arguments)
 	}
 	var res tools.Result
+	var took time.Duration
 	refused := false
 	if effect != tools.ReadsOnly {
 		res, refused = m.admit(ctx, call.Name, limits)
@@ -512,6 +516,7 @@ func (m *movement) callTool(ctx context.Context, call llm.ToolCall) (tools.Resul
 		start, asked := time.Now(), len(pr.egressAsked())
 		res = tools.Safe(ctx, t, env, args)
 		pr.progress(ctx, core.ProgressEvent{Kind: core.ProgressToolFinished, CallID: call.ID, Title: title, Failed: res.IsError})
+		took = time.Since(start)
 		if e.cfg.Meter != nil {
 			label := call.Name
 			if l, ok := t.(interface{ MeterLabel() string }); ok {
@@ -537,9 +542,16 @@ func (m *movement) callTool(ctx context.Context, call llm.ToolCall) (tools.Resul
 			res.Text = strings.TrimSpace(res.Text + "\n\n" + note)
 		}
 	}
+	// The event tells the call, how long it took and the head of its
+	// result: "NAME ARGS in 12ms → ok: HEAD" (or "→ error: TEXT").
 	detail := call.Name + " " + clipRunes(call.Arguments, 300)
+	if took > 0 {
+		detail += " in " + took.Round(time.Millisecond).String()
+	}
 	if res.IsError {
 		detail += " → error: " + clipRunes(res.Text, 300)
+	} else if !refused {
+		detail += " → ok: " + clipRunes(strings.TrimSpace(res.Text), 160)
 	}
 	_ = pr.event(ctx, "tool", m.mv.Name, detail)
 	return res, true, nil

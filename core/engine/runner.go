@@ -46,6 +46,10 @@ type carried struct {
 	// Cycles the movements entered with nothing changed (guard.go).
 	Changes int              `json:"changes,omitempty"`
 	Cycles  map[string]cycle `json:"cycles,omitempty"`
+	// Model, when set, is the model every movement of the job asks,
+	// instead of the movement's or the engine's (a re-run with another
+	// model; core.EventMovementState).
+	Model string `json:"model,omitempty"`
 }
 
 type lesson struct {
@@ -188,7 +192,9 @@ func (pr *pieceRun) run(ctx context.Context) (core.Finish, error) {
 		case cp != nil:
 			started = jobEvent("movement_resumed", name, fmt.Sprintf("%d/%d, after %s's call was %s", j.MovementCount+1, pr.piece.MaxMovements, decided.Tool, decided.State))
 		}
-		if err := pr.save(ctx, name, append(pending, started)...); err != nil {
+		// The state the movement starts with, for a re-run from it.
+		state, _ := json.Marshal(pr.state)
+		if err := pr.save(ctx, name, append(pending, started, jobEvent(core.EventMovementState, name, string(state)))...); err != nil {
 			pr.flush(ctx, pending)
 			return core.Finish{}, err
 		}

@@ -160,6 +160,15 @@ func (s *Store) Tasks(ctx context.Context, f core.TaskFilter) ([]core.Task, erro
 	if f.Before != 0 {
 		where = append(where, "t.id < "+p.add(f.Before))
 	}
+	if f.Channel != "" {
+		where = append(where, "t.channel = "+p.add(f.Channel))
+	}
+	if f.Owner != "" {
+		where = append(where, "t.owner_user = "+p.add(f.Owner))
+	}
+	if f.Text != "" {
+		where = append(where, "strpos(lower(t.title), lower("+p.add(f.Text)+")) > 0")
+	}
 	q := `SELECT ` + taskCols + ` FROM tasks t`
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")

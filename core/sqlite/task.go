@@ -151,6 +151,18 @@ func (s *Store) Tasks(ctx context.Context, f core.TaskFilter) ([]core.Task, erro
 		where = append(where, "t.id < ?")
 		args = append(args, f.Before)
 	}
+	if f.Channel != "" {
+		where = append(where, "t.channel = ?")
+		args = append(args, f.Channel)
+	}
+	if f.Owner != "" {
+		where = append(where, "t.owner_user = ?")
+		args = append(args, f.Owner)
+	}
+	if f.Text != "" {
+		where = append(where, "instr(lower(t.title), lower(?)) > 0")
+		args = append(args, f.Text)
+	}
 	q := `SELECT ` + taskCols + ` FROM tasks t`
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")

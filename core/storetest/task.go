@@ -330,6 +330,10 @@ func testTasks(t *testing.T, s core.Store) {
 		{"no task in the state", core.TaskFilter{State: core.JobRunning}, []int64{}},
 		{"since, inclusive", core.TaskFilter{Platform: api, Since: none.CreatedAt}, []int64{last.ID, requeued.ID, none.ID}},
 		{"since and state and page", core.TaskFilter{Since: aborted.CreatedAt, State: core.JobQueued, Before: last.ID}, []int64{requeued.ID}},
+		{"text in the title, any case", core.TaskFilter{Text: "R"}, []int64{requeued.ID}},
+		{"channel", core.TaskFilter{Platform: api, Channel: "c"}, []int64{last.ID, requeued.ID, none.ID, aborted.ID}},
+		{"another channel", core.TaskFilter{Channel: "x"}, []int64{}},
+		{"requester", core.TaskFilter{Owner: "nobody"}, []int64{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if d := diff(tc.want, ids(tc.f)); d != "" {
