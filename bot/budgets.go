@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/baton-bot/baton/core/engine"
+	"github.com/baton-bot/baton/core/piece"
 )
 
 // PriceConfig is what a model's tokens cost, in dollars per million
@@ -148,7 +149,7 @@ func (v *validator) validateBudgets(c Config) {
 	}
 	scopes("budgets.", c.Budgets.scopes())
 	limit("budgets.max_raise", c.Budgets.MaxRaise)
-	cost := c.Budgets.scopes().hasCost()
+	cost := c.Budgets.hasCost()
 	for _, ch := range slices.Sorted(maps.Keys(c.Budgets.Channels)) {
 		if p, id, ok := strings.Cut(ch, ":"); !ok || p == "" || id == "" {
 			v.fail("budgets.channels."+ch, "must be a platform-qualified channel such as slack:C123 or discord:1234")
@@ -162,4 +163,35 @@ func (v *validator) validateBudgets(c Config) {
 	if _, ok := c.LLM.Prices[c.LLM.Model]; cost && !ok && c.LLM.Model != "" {
 		v.fail("llm.prices", fmt.Sprintf("has no price for model %s, which a budget in dollars needs (add llm.prices.%s: {input, output}; token budgets need none)", c.LLM.Model, c.LLM.Model))
 	}
+}
+
+// hasCost reports whether any budget, overrides included, is in dollars.
+func (c BudgetsConfig) hasCost() bool {
+	if c.scopes().hasCost() {
+		return true
+	}
+	for _, s := range c.Channels {
+		if s.hasCost() {
+			return true
+		}
+	}
+	return false
+}
+
+// unpricedModel is the error for the first movement of lib that names a
+// model without a price while a budget is in dollars (llm.model itself is
+// checked with the configuration); nil when every model has its price.
+func unpricedModel(cfg Config, lib *piece.Library) error {
+	if !cfg.Budgets.hasCost() {
+		return nil
+	}
+	for _, name := range lib.Names() {
+		p, _ := lib.Lookup(name)
+		for _, m := range p.Movements {
+			if _, ok := cfg.LLM.Prices[m.Model]; m.Model != "" && !ok {
+				return &ConfigError{Key: "llm.prices", Msg: fmt.Sprintf("has no price for model %s, which movement %s of piece %s asks and a budget in dollars needs (add llm.prices.%s: {input, output}; token budgets need none)", m.Model, m.Name, name, m.Model)}
+			}
+		}
+	}
+	return nil
 }

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -155,5 +157,28 @@ func TestUsageJSONSumsTheJobs(t *testing.T) {
 	}
 	if _, ok := r.ByTask["999"]; !ok {
 		t.Errorf("the gone task's usage is not reported: %v", r.ByTask)
+	}
+}
+
+// TestCostBudgetNeedsPiecesModelsPriced: a movement naming a model of its
+// own needs that model's price too when a budget is in dollars; baton
+// refuses to start (exit 2) naming the model and the movement.
+func TestCostBudgetNeedsPiecesModelsPriced(t *testing.T) {
+	pieces := t.TempDir()
+	mustWrite(t, filepath.Join(pieces, "pricey.yaml"), `name: pricey
+description: {en: Answer with another model, ja: 別のモデルで答える}
+movements:
+  - name: answer
+    model: other-model
+    tools: [Read]
+    next: [COMPLETE]
+    default_next: COMPLETE
+    instruction: {en: Answer the request., ja: 依頼に答えてください。}
+`)
+	data := map[string]string{"BATON_DATA_DIR": t.TempDir(), "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}
+	conf := writeConfig(t, fmt.Sprintf("log:\n  level: warn\npieces_dir: %s\nllm:\n  model: big-model\n  prices:\n    big-model: {input: 1, output: 2}\nbudgets:\n  job:\n    cost: 2\n", pieces))
+	code, _, stderr := runMain(t, data, "run", "--config", conf, "--piece", "pricey", "hello")
+	if code != 2 || !strings.Contains(stderr, "no price for model other-model") || !strings.Contains(stderr, "answer") {
+		t.Errorf("exit %d, want 2 naming other-model and its movement; stderr:\n%s", code, stderr)
 	}
 }

@@ -316,6 +316,9 @@ func loadPieces(cfg Config, set *tools.Set, sb *sandbox.Sandbox) (*piece.Library
 	if err != nil {
 		return nil, &piecesError{err: err}
 	}
+	if err := unpricedModel(cfg, lib); err != nil {
+		return nil, err
+	}
 	return lib, nil
 }
 
