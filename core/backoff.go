@@ -1,9 +1,22 @@
 package core
 
 import (
+	"context"
 	"math/rand/v2"
 	"time"
 )
+
+// Sleep waits for d, or until ctx ends: then it returns ctx.Err().
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
 
 // RetryBackoff is the default delay before retrying a job that failed for
 // the n-th time (n ≥ 1): a random duration in [0, min(10 min, 15 s·2^(n-1))),

@@ -35,6 +35,8 @@ import (
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/baton-bot/baton/core"
 )
 
 // Roles of a Message.
@@ -302,7 +304,7 @@ func New(cfg Config) (*Client, error) {
 		c.log = slog.New(slog.DiscardHandler)
 	}
 	if c.sleep == nil {
-		c.sleep = sleep
+		c.sleep = core.Sleep
 	}
 	return c, nil
 }

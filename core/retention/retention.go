@@ -69,7 +69,7 @@ func New(p core.Pruner, cfg Config) (*Loop, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Loop{p: p, cfg: cfg, sleep: sleep}, nil
+	return &Loop{p: p, cfg: cfg, sleep: core.Sleep}, nil
 }
 
 // Enabled reports whether any kind has an age: a loop without one has
@@ -123,15 +123,4 @@ func (l *Loop) Round(ctx context.Context) (core.Pruned, error) {
 			"comments", sum.Comments, "took", time.Since(start).Round(time.Millisecond))
 	}
 	return sum, nil
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

@@ -578,11 +578,4 @@ func (p *Pool) reapLoop(ctx context.Context) {
 }
 
 // sleep waits for d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
-}
+func sleep(ctx context.Context, d time.Duration) { _ = core.Sleep(ctx, d) }
