@@ -31,6 +31,7 @@ var limits = chat.Limits{Post: 3000, Update: 3800, MaxParts: 4, Every: time.Seco
 type Poster struct {
 	api     *slack.Client
 	streams streams
+	locale  string // of the assistant thread's status (Config.Locale)
 }
 
 var (
@@ -42,7 +43,7 @@ var (
 // NewPoster returns a Poster that calls the Web API at cfg.APIURL (Slack's
 // own when empty) with cfg.BotToken.
 func NewPoster(cfg Config) *Poster {
-	return &Poster{api: newClient(cfg), streams: streams{now: time.Now}}
+	return &Poster{api: newClient(cfg), streams: streams{now: time.Now}, locale: cfg.Locale}
 }
 
 func newClient(cfg Config) *slack.Client {

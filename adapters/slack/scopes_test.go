@@ -30,11 +30,12 @@ var webAPIScopes = map[string]struct {
 	"PostEphemeralContext": {"chat.postEphemeral", []string{"chat:write"}},
 	"UpdateMessageContext": {"chat.update", []string{"chat:write"}},
 	// A job's live progress: one streaming message.
-	"StartStreamContext":    {"chat.startStream", []string{"chat:write"}},
-	"AppendStreamContext":   {"chat.appendStream", []string{"chat:write"}},
-	"StopStreamContext":     {"chat.stopStream", []string{"chat:write"}},
-	"AddReactionContext":    {"reactions.add", []string{"reactions:write"}},
-	"RemoveReactionContext": {"reactions.remove", []string{"reactions:write"}},
+	"StartStreamContext":               {"chat.startStream", []string{"chat:write"}},
+	"SetAssistantThreadsStatusContext": {"assistant.threads.setStatus", []string{"chat:write"}},
+	"AppendStreamContext":              {"chat.appendStream", []string{"chat:write"}},
+	"StopStreamContext":                {"chat.stopStream", []string{"chat:write"}},
+	"AddReactionContext":               {"reactions.add", []string{"reactions:write"}},
+	"RemoveReactionContext":            {"reactions.remove", []string{"reactions:write"}},
 	// A thread's history, in every kind of conversation Baton works in:
 	// public and private channels, direct and group direct messages.
 	"GetConversationRepliesContext": {"conversations.replies", []string{"channels:history", "groups:history", "im:history", "mpim:history"}},

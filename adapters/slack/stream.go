@@ -49,8 +49,16 @@ type streams struct {
 	// refused holds, per workspace, until when streaming is not tried;
 	// guarded by mu.
 	refused map[string]time.Time
-	now     func() time.Time
+	// status holds, per assistant thread (channel and thread ts), the
+	// status last set there, or noStatus where Slack refused one;
+	// guarded by mu.
+	status map[string]string
+	now    func() time.Time
 }
+
+// noStatus marks a thread whose status Slack refused to set (not an
+// assistant thread, or a workspace without the method): not asked again.
+const noStatus = "\x00"
 
 type sent struct {
 	steps map[string]string // chunk id → state sent
@@ -160,6 +168,7 @@ var _ chat.ProgressPoster = (*Poster)(nil)
 // workspace that refuses the methods gets chat.ErrNoProgress, and is not
 // asked again for an hour.
 func (p *Poster) Progress(ctx context.Context, thread core.ThreadRef, msgID string, v chat.ProgressView, answer string) (string, bool, error) {
+	p.threadStatus(ctx, thread, chat.ProgressStatus(p.locale, v))
 	if p.streams.isRefused(thread.Team) {
 		return "", false, fmt.Errorf("slack workspace %s: %w", thread.Team, chat.ErrNoProgress)
 	}
@@ -212,4 +221,39 @@ func (p *Poster) Progress(ctx context.Context, thread core.ThreadRef, msgID stri
 	}
 	sentAs(msgID)
 	return msgID, v.Final && answer != "", nil
+}
+
+// threadStatus shows status beside an assistant thread (a thread of a
+// direct message with the app) with assistant.threads.setStatus: "is
+// running Read core/job.go…" while the job works, cleared ("") when it
+// ends. Only a change is sent. It is best effort: a thread where Slack
+// refuses it is not asked again, and the job's progress goes on either
+// way.
+func (p *Poster) threadStatus(ctx context.Context, thread core.ThreadRef, status string) {
+	if !strings.HasPrefix(thread.Channel, "D") || thread.Thread == "" || thread.Thread == thread.Channel {
+		return
+	}
+	key := thread.Channel + "/" + thread.Thread
+	s := &p.streams
+	s.mu.Lock()
+	last, seen := s.status[key]
+	if s.status == nil || len(s.status) > 10_000 {
+		s.status = map[string]string{} // forget now and then
+	}
+	if last == noStatus || (seen && last == status) || (!seen && status == "") {
+		s.mu.Unlock()
+		return
+	}
+	s.status[key] = status
+	if status == "" {
+		delete(s.status, key) // the job ended: nothing to remember
+	}
+	s.mu.Unlock()
+	err := p.api.SetAssistantThreadsStatusContext(ctx, slack.AssistantThreadsSetStatusParameters{
+		ChannelID: thread.Channel, ThreadTS: thread.Thread, Status: status})
+	if err != nil && slackError(err) != "" {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.status[key] = noStatus
+	}
 }

@@ -139,6 +139,26 @@ func RenderProgress(locale string, v ProgressView, lines int) string {
 	return b.String()
 }
 
+// ProgressStatus is v as a short status line for a platform that shows
+// one beside its assistant's thread (Slack's assistant.threads.setStatus),
+// such as "is running Read core/job.go…"; "" once v is final, which
+// clears it.
+func ProgressStatus(locale string, v ProgressView) string {
+	switch {
+	case v.Final:
+		return ""
+	case v.Approval != "":
+		return say(locale, "progress_status_approval")
+	}
+	if n := len(v.Tools); n > 0 && v.Tools[n-1].State == StepInProgress {
+		return say(locale, "progress_status_tool", "call", v.Tools[n-1].Title)
+	}
+	if v.Text != "" {
+		return say(locale, "progress_status_answering")
+	}
+	return say(locale, "progress_status_thinking")
+}
+
 // StepMark is a step state as one symbol.
 func StepMark(state string) string {
 	switch state {

@@ -214,7 +214,7 @@ func NewServer(t testing.TB, extra ...slacktest.Binder) *Server {
 		members: map[string][]string{}, users: map[string]string{}, fileInfo: map[string]map[string]any{}}
 	bind := func(c slacktest.Customize) {
 		for _, m := range []string{"chat.postMessage", "chat.update", "chat.postEphemeral", "reactions.add", "reactions.remove",
-			"chat.startStream", "chat.appendStream", "chat.stopStream"} {
+			"chat.startStream", "chat.appendStream", "chat.stopStream", "assistant.threads.setStatus"} {
 			c.Handle("/"+m, s.record(m))
 		}
 		c.Handle("/usergroups.users.list", func(w http.ResponseWriter, r *http.Request) {
@@ -440,6 +440,9 @@ func (s *Server) record(method string) http.HandlerFunc {
 		}
 		if method == "chat.startStream" {
 			c.User = r.FormValue("recipient_user_id")
+		}
+		if method == "assistant.threads.setStatus" {
+			c.Channel, c.Text = r.FormValue("channel_id"), r.FormValue("status")
 		}
 		if method == "reactions.add" || method == "reactions.remove" {
 			c.TS = r.FormValue("timestamp")
