@@ -88,8 +88,8 @@ func TestServeSlackFromEnvironment(t *testing.T) {
 // answered reports whether the fake Slack got text posted in the thread
 // under root.
 func answered(f *slackfake.Server, root, text string) bool {
-	for _, c := range f.Recorded("chat.postMessage", "chat.update") {
-		if c.ThreadTS == root && strings.Contains(c.Text, text) {
+	for _, said := range f.Said(root) {
+		if strings.Contains(said, text) {
 			return true
 		}
 	}

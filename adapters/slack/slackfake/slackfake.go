@@ -516,6 +516,48 @@ func (s *Server) Recorded(methods ...string) []Call {
 	return out
 }
 
+// Said returns what the bot wrote in thread root, in order: the texts of
+// the messages posted or edited there (chat.postMessage, chat.update) and
+// the markdown text of its streaming messages (chat.startStream in root,
+// then chat.appendStream and chat.stopStream on the message it started),
+// one entry a call.
+func (s *Server) Said(root string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	streams := map[string]bool{}
+	var out []string
+	for _, c := range s.calls {
+		switch c.Method {
+		case "chat.postMessage", "chat.update":
+			if c.ThreadTS == root {
+				out = append(out, c.Text)
+			}
+			continue
+		case "chat.startStream":
+			if c.ThreadTS != root {
+				continue
+			}
+			streams[c.Posted] = true
+		case "chat.appendStream", "chat.stopStream":
+			if !streams[c.TS] {
+				continue
+			}
+		default:
+			continue
+		}
+		var text strings.Builder
+		for _, ch := range c.StreamChunks() {
+			if ch.Type == "markdown_text" {
+				text.WriteString(ch.Text)
+			}
+		}
+		if text.Len() > 0 {
+			out = append(out, text.String())
+		}
+	}
+	return out
+}
+
 // Refusals returns how many texts were refused as too long (MaxText).
 func (s *Server) Refusals() int {
 	s.mu.Lock()
