@@ -383,8 +383,8 @@ func cutLink(t *testing.T, begin time.Time, w *proc, model *forwarder) {
 func answered(slack *slackfake.Server) map[string]int {
 	out := map[string]int{}
 	re := regexp.MustCompile(`finished ([RF]\d{4})`)
-	for _, c := range slack.Recorded("chat.postMessage") {
-		if m := re.FindStringSubmatch(c.Text + c.Blocks); m != nil {
+	for _, c := range slack.Posts() {
+		if m := re.FindStringSubmatch(c.Text + c.Blocks); m != nil && c.Method != "chat.update" {
 			out[m[1]]++
 		}
 	}
@@ -564,9 +564,9 @@ func checkPosts(t *testing.T, slack *slackfake.Server) {
 		t.Errorf("answers of %d events posted, want %d", len(counts), want)
 	}
 	re := regexp.MustCompile(`finished [RF](\d{4})`)
-	for _, c := range slack.Recorded("chat.postMessage") {
+	for _, c := range slack.Posts() {
 		m := re.FindStringSubmatch(c.Text + c.Blocks)
-		if m == nil {
+		if m == nil || c.Method == "chat.update" {
 			continue
 		}
 		i, _ := strconv.Atoi(m[1])

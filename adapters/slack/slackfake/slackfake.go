@@ -516,32 +516,40 @@ func (s *Server) Recorded(methods ...string) []Call {
 	return out
 }
 
-// Said returns what the bot wrote in thread root, in order: the texts of
-// the messages posted or edited there (chat.postMessage, chat.update) and
-// the markdown text of its streaming messages (chat.startStream in root,
-// then chat.appendStream and chat.stopStream on the message it started),
-// one entry a call.
-func (s *Server) Said(root string) []string {
+// Post is something the bot wrote in a thread: a message posted or
+// edited there (Text, Blocks), or the markdown text one call of a
+// streaming message carried (Text; Channel and ThreadTS those the stream
+// was started with).
+type Post struct {
+	Method   string
+	Channel  string
+	ThreadTS string
+	Text     string
+	Blocks   string
+}
+
+// Posts returns what the bot wrote in threads, in order, one entry a
+// call: chat.postMessage and chat.update, and the chat.startStream,
+// chat.appendStream and chat.stopStream calls that carried markdown text.
+func (s *Server) Posts() []Post {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	streams := map[string]bool{}
-	var out []string
+	streams := map[string]Call{} // stream ts → its chat.startStream
+	var out []Post
 	for _, c := range s.calls {
+		from := c
 		switch c.Method {
 		case "chat.postMessage", "chat.update":
-			if c.ThreadTS == root {
-				out = append(out, c.Text)
-			}
+			out = append(out, Post{Method: c.Method, Channel: c.Channel, ThreadTS: c.ThreadTS, Text: c.Text, Blocks: c.Blocks})
 			continue
 		case "chat.startStream":
-			if c.ThreadTS != root {
-				continue
-			}
-			streams[c.Posted] = true
+			streams[c.Posted] = c
 		case "chat.appendStream", "chat.stopStream":
-			if !streams[c.TS] {
+			start, ok := streams[c.TS]
+			if !ok {
 				continue
 			}
+			from = start
 		default:
 			continue
 		}
@@ -552,7 +560,18 @@ func (s *Server) Said(root string) []string {
 			}
 		}
 		if text.Len() > 0 {
-			out = append(out, text.String())
+			out = append(out, Post{Method: c.Method, Channel: from.Channel, ThreadTS: from.ThreadTS, Text: text.String()})
+		}
+	}
+	return out
+}
+
+// Said returns the texts of Posts in thread root, in order.
+func (s *Server) Said(root string) []string {
+	var out []string
+	for _, p := range s.Posts() {
+		if p.ThreadTS == root {
+			out = append(out, p.Text)
 		}
 	}
 	return out
