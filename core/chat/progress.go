@@ -111,7 +111,7 @@ func (s *Service) startProgress(j core.Job) {
 	if old, ok := s.progress[j.ID]; ok && old.timer != nil {
 		old.timer.Stop()
 	}
-	s.progress[j.ID] = &progressJob{ref: ProgressRef(j.ID, j.Attempt), every: time.Second, view: ProgressView{JobID: j.ID, Piece: j.Piece}}
+	s.progress[j.ID] = &progressJob{ref: ProgressRef(j.ID, j.Attempt), attempt: j.Attempt, every: time.Second, view: ProgressView{JobID: j.ID, Piece: j.Piece}}
 }
 
 // RenderProgress is v as text, for a platform that edits a plain status
@@ -175,6 +175,10 @@ func StepMark(state string) string {
 // progressJob is the live progress of one running job.
 type progressJob struct {
 	ref string // the outbox Ref of its views
+	// attempt is the run's attempt, which its events are fenced on (0:
+	// unknown, unfenced): a run that lost its lease records nothing after
+	// the job's newer run.
+	attempt int64
 	// writing is held while its events are written, so that two
 	// batches are recorded in the order they were told.
 	writing sync.Mutex
@@ -364,7 +368,13 @@ func (s *Service) writeBatch(ctx context.Context, pj *progressJob, jobID, taskID
 // (EventProgress); the caller holds pj.writing.
 func (s *Service) recordEvents(ctx context.Context, pj *progressJob, jobID int64, events []core.ProgressEvent) {
 	for _, ev := range events {
-		if err := s.store.AddEvent(ctx, core.JobEvent{JobID: jobID, At: ev.At, Kind: EventProgress, Movement: ev.Movement, Detail: EncodeEvent(ev)}); err != nil {
+		err := s.store.AddEvent(ctx, core.JobEvent{JobID: jobID, At: ev.At, Kind: EventProgress, Movement: ev.Movement, Detail: EncodeEvent(ev),
+			Attempt: pj.attempt})
+		if errors.Is(err, core.ErrStale) {
+			s.log.Info("progress of a run that no longer holds its job is dropped", "job", jobID, "attempt", pj.attempt)
+			return
+		}
+		if err != nil {
 			s.log.Warn("recording a progress event failed", "job", jobID, "err", err)
 			return
 		}

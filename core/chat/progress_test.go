@@ -40,7 +40,9 @@ func TestProgressCoalesced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	j.Attempt = 1
+	if j, err = st.StartJob(ctx, j.ID, 1); err != nil { // the run's events are fenced on its attempt
+		t.Fatal(err)
+	}
 	svc.Claimed(ctx, j)
 	plan := []string{"work", "check"}
 	tell := func(ev core.ProgressEvent) {
@@ -119,5 +121,44 @@ func TestProgressCoalesced(t *testing.T) {
 	tell(core.ProgressEvent{Kind: core.ProgressToolStarted, CallID: "late", Title: "late"})
 	if n := views(); n != 1 {
 		t.Errorf("%d views after the finish, want still 1", n)
+	}
+}
+
+// TestStaleRunRecordsNoProgress: the progress of a run whose job another
+// attempt took over (its lease lost) is not recorded: nothing it tells
+// lands in the job's history after the newer run's.
+func TestStaleRunRecordsNoProgress(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "baton.db"), sqlite.Options{WorkspaceRoot: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	svc := chat.NewService(st, &recordingQueue{}, chat.Config{DefaultPiece: "chat"})
+	task, _, err := st.EnsureTask(ctx, core.Task{Thread: core.ThreadRef{Platform: core.PlatformSlack, Team: "T1", Channel: "C1", Thread: "1.1"}, OwnerUser: "slack:U1", Title: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := st.CreateJob(ctx, core.Job{TaskID: task.ID, Piece: "chat", Instruction: "go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j, err = st.StartJob(ctx, j.ID, 1); err != nil {
+		t.Fatal(err)
+	}
+	svc.Claimed(ctx, j)
+	if _, err := st.StartJob(ctx, j.ID, 2); err != nil { // another worker took it over
+		t.Fatal(err)
+	}
+	svc.Progress(ctx, core.ProgressEvent{JobID: j.ID, TaskID: task.ID, Kind: core.ProgressToolStarted, CallID: "c1", Title: "Read a.go", At: time.Now()})
+	svc.Finishing(ctx, j, core.Finish{To: core.JobSucceeded, ResultSummary: "stale"})
+	evs, err := st.Events(ctx, j.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs {
+		if e.Kind == chat.EventProgress {
+			t.Errorf("the stale run's progress was recorded: %+v", e)
+		}
 	}
 }
