@@ -163,6 +163,34 @@ const autoVacuumIncremental = 2
 // no table, so such a store keeps the pages retention frees for new rows
 // and its file does not shrink, until a VACUUM made while Baton is stopped
 // converts it.
+// newFileVacuum makes a store file that has no table yet hand the pages
+// retention frees back to the file system in steps (auto_vacuum
+// INCREMENTAL, see Prune); SQLite takes the setting only then, before the
+// first table. It is set once, on the writer, and not as a pragma of every
+// connection: on a file with tables that pragma waits for the write lock,
+// so a connection opened while another process holds the lock would fail.
+func (s *Store) newFileVacuum(ctx context.Context) error {
+	conn, err := s.writer.Conn(ctx) // the pragma and the VACUUM on one connection
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	var tables int
+	if err := conn.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master`).Scan(&tables); err != nil {
+		return err
+	}
+	if tables > 0 {
+		return nil
+	}
+	if _, err := conn.ExecContext(ctx, `PRAGMA auto_vacuum = INCREMENTAL`); err != nil {
+		return err
+	}
+	// The file already has its header (the switch to WAL wrote it): the
+	// setting takes with a VACUUM, instant on an empty file.
+	_, err = conn.ExecContext(ctx, `VACUUM`)
+	return err
+}
+
 func (s *Store) noteAutoVacuum(ctx context.Context) {
 	var mode int
 	if err := s.reader.DB.QueryRowContext(ctx, `PRAGMA auto_vacuum`).Scan(&mode); err != nil || mode == autoVacuumIncremental {

@@ -175,8 +175,14 @@ func open(ctx context.Context, path string, opts Options, busyMS int) (*Store, e
 	// which readers then find set.
 	// Processes opening a fresh file together race for that switch, which
 	// SQLite answers busy without waiting: the loser tries again.
-	for _, db := range []*sql.DB{writer, reader} {
-		if err := s.retryBusy(ctx, func() error { return db.PingContext(ctx) }); err != nil {
+	// A new file is given auto_vacuum before the readers open it, so that
+	// they read the setting too.
+	for _, step := range []func() error{
+		func() error { return writer.PingContext(ctx) },
+		func() error { return s.newFileVacuum(ctx) },
+		func() error { return reader.PingContext(ctx) },
+	} {
+		if err := s.retryBusy(ctx, step); err != nil {
 			s.Close()
 			return nil, fmt.Errorf("open store %s: %w", path, err)
 		}
@@ -237,12 +243,6 @@ func openSingle(path string, busyMS int) (*sql.DB, error) {
 // every pooled connection.
 func dsn(path string, busyMS int, write bool) string {
 	q := url.Values{}
-	if write {
-		// Pages freed by retention go back to the file system in steps
-		// (Prune). SQLite takes the setting only while the file has no
-		// table: a store made before keeps its free pages for new rows.
-		q.Add("_pragma", "auto_vacuum(INCREMENTAL)")
-	}
 	q.Add("_pragma", "busy_timeout("+strconv.Itoa(busyMS)+")")
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "foreign_keys(1)")

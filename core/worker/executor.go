@@ -61,8 +61,9 @@ func (r *Run) Event(ctx context.Context, kind, movement, detail string) error {
 // Notifier says in a job's thread what happens to it. The messages it
 // returns are written to the outbox with the change they describe.
 type Notifier interface {
-	// Claimed returns the messages of job j, about to start running; they
-	// are written with the claim, in its transaction.
+	// Claimed returns the messages of job j, about to start running under
+	// j.Attempt (the claim's attempt); they are written with the claim, in
+	// its transaction.
 	Claimed(ctx context.Context, j core.Job) []core.OutboxMessage
 	// Finishing returns the messages that go with fin, the end of j's run.
 	Finishing(ctx context.Context, j core.Job, fin core.Finish) []core.OutboxMessage
@@ -253,6 +254,7 @@ func (x *Executor) start(ctx context.Context, l core.Lease) (core.Job, error) {
 	if x.cfg.Notify != nil {
 		pre, err := x.store.Job(ctx, l.JobID)
 		if err == nil && (pre.State == core.JobQueued || pre.State == core.JobRunning) {
+			pre.Attempt = l.Attempt // the job as this run holds it: its progress is fenced on it
 			notes = x.cfg.Notify.Claimed(ctx, pre)
 		}
 	}
