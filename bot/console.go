@@ -213,11 +213,37 @@ func (r *stepRelay) set(to engine.Stepper) {
 }
 
 func (r *stepRelay) Step(ctx context.Context, s engine.Step) {
-	r.mu.Lock()
-	to := r.to
-	r.mu.Unlock()
-	if to != nil {
+	if to := r.target(); to != nil {
 		to.Step(ctx, s)
+	}
+}
+
+func (r *stepRelay) target() engine.Stepper {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.to
+}
+
+// texter is a view that shows the answers' text as the model writes it
+// (engine.Config.OnText and OnTextRestart).
+type texter interface {
+	Text(jobID int64, delta string)
+	TextRestart(jobID int64)
+}
+
+var _ texter = (*stepRelay)(nil)
+
+// Text passes the text to the view when it shows text.
+func (r *stepRelay) Text(jobID int64, delta string) {
+	if t, ok := r.target().(texter); ok {
+		t.Text(jobID, delta)
+	}
+}
+
+// TextRestart passes the restart to the view when it shows text.
+func (r *stepRelay) TextRestart(jobID int64) {
+	if t, ok := r.target().(texter); ok {
+		t.TextRestart(jobID)
 	}
 }
 

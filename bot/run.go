@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os/user"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/baton-bot/baton/adapters/console"
@@ -44,7 +45,9 @@ func consoleUser(env func(string) string) (id, name string) {
 //
 // Progress goes to stderr: a line per movement and tool call, with a
 // spinner while the model thinks when stderr is a terminal; the log goes
-// to data_dir/logs/baton-run.log unless jf.verbose.
+// to data_dir/logs/baton-run.log unless jf.verbose. When stdout is a
+// terminal and the model streams, the answers' text is written there as
+// the model writes it.
 func (m *Main) run(ctx context.Context, jf jobFlags, instruction string) error {
 	var n notices
 	_, closeLog, err := m.consoleLog("run", jf.verbose, &n)
@@ -59,10 +62,12 @@ func (m *Main) run(ctx context.Context, jf jobFlags, instruction string) error {
 	}
 	defer sys.Close()
 	m.startChecks("run", sys, m.Stderr)
-	view := &runView{
-		scr:    console.NewScreen(m.Stderr, console.ScreenOptions{Terminal: isTerminal(m.Stderr), Width: termWidth(m.Stderr)}),
-		pieces: sys.pieces, locale: m.Config.Locale,
+	view := &runView{pieces: sys.pieces, locale: m.Config.Locale, said: map[int64]string{}}
+	opts := console.ScreenOptions{Terminal: isTerminal(m.Stderr), Width: termWidth(m.Stderr)}
+	if isTerminal(m.Stdout) {
+		opts.Text, view.shown = m.Stdout, true
 	}
+	view.scr = console.NewScreen(m.Stderr, opts)
 	steps.set(view)
 	n.set(func(text string) { view.scr.Line("  " + text) })
 	spinCtx, stopSpin := context.WithCancel(ctx)
@@ -116,7 +121,9 @@ func (m *Main) run(ctx context.Context, jf jobFlags, instruction string) error {
 		switch j.State {
 		case core.JobSucceeded:
 			view.outputFiles(task, j, m.Logger)
-			fmt.Fprintln(m.Stdout, strings.TrimSpace(j.ResultSummary))
+			if answer := strings.TrimSpace(j.ResultSummary); !view.wrote(j.ID, answer) {
+				fmt.Fprintln(m.Stdout, view.printable(answer))
+			}
 			return nil
 		case core.JobFailed, core.JobAborted:
 			// The error's first line is the sentence; the rest (a panic's
@@ -127,7 +134,7 @@ func (m *Main) run(ctx context.Context, jf jobFlags, instruction string) error {
 			}
 			return &exitError{code: exitJobEnded, err: fmt.Errorf("baton: job #%d %s: %s", j.ID, j.State, reason)}
 		case core.JobWaitingHuman:
-			fmt.Fprintln(m.Stdout, strings.TrimSpace(j.Question))
+			fmt.Fprintln(m.Stdout, view.printable(strings.TrimSpace(j.Question)))
 			if !isTerminal(m.Stdin) && j.WaitKind != "" {
 				return &exitError{code: exitQuestion, err: fmt.Errorf("baton: task #%d waits as said above; go on with: baton run --task %d continue (or continue N), or abort it", task.ID, task.ID)}
 			}
@@ -152,7 +159,7 @@ func (m *Main) run(ctx context.Context, jf jobFlags, instruction string) error {
 				return fmt.Errorf("the approval job #%d waits for: %w", j.ID, err)
 			}
 			later := fmt.Sprintf("baton run --task %d --approve (or --deny [--reason TEXT])", task.ID)
-			fmt.Fprintf(m.Stdout, "approval #%d, task #%d: %s (%s)\n%s\n", a.ID, task.ID, a.Tool, a.Rule, strings.TrimSpace(a.Preview))
+			fmt.Fprintf(m.Stdout, "approval #%d, task #%d: %s (%s)\n%s\n", a.ID, task.ID, a.Tool, a.Rule, view.printable(strings.TrimSpace(a.Preview)))
 			if !isTerminal(m.Stdin) {
 				return &exitError{code: exitQuestion, err: fmt.Errorf("baton: task #%d waits for approval of the call above; decide with: %s", task.ID, later)}
 			}
@@ -344,14 +351,25 @@ func (m *Main) interrupt(sys *system, id int64, userID string, p *runView) error
 // terminal); from the job's events in the store, what else people should
 // know (a refused transition, the context filling up, approvals, a lost
 // lease or a requeue).
+//
+// When stdout is a terminal (shown), the text the model writes goes there
+// as it streams in (the Screen's Stream), and a job's answer that its last
+// turn already wrote is not printed again.
 type runView struct {
 	scr    *console.Screen
 	pieces *piece.Library
 	locale string
-	seen   int // events printed (print only: waitJob's goroutine)
+	shown  bool // stdout is a terminal: the model's text is streamed to it
+	seen   int  // events printed (print only: waitJob's goroutine)
+
+	mu   sync.Mutex
+	said map[int64]string // guarded by mu: by job, the text streamed since its last request began
 }
 
-var _ engine.Stepper = (*runView)(nil)
+var (
+	_ engine.Stepper = (*runView)(nil)
+	_ texter         = (*runView)(nil)
+)
 
 // Step implements engine.Stepper.
 func (p *runView) Step(ctx context.Context, s engine.Step) {
@@ -361,6 +379,7 @@ func (p *runView) Step(ctx context.Context, s engine.Step) {
 		p.scr.Line("· " + s.Piece + ": " + chat.MovementText(p.locale, pc, s.Movement, s.MovementCount))
 		p.scr.Begin(s.JobID, "thinking", s.At)
 	case engine.StepThinking:
+		p.forget(s.JobID)
 		p.scr.Begin(s.JobID, "thinking", s.At)
 	case engine.StepTool:
 		p.scr.Line("  " + console.StepLine(s))
@@ -368,6 +387,52 @@ func (p *runView) Step(ctx context.Context, s engine.Step) {
 	case engine.StepDone:
 		p.scr.End(s.JobID)
 	}
+}
+
+// Text implements texter: on a terminal, the text goes to stdout as it
+// comes.
+func (p *runView) Text(jobID int64, delta string) {
+	if !p.shown {
+		return
+	}
+	p.scr.Stream(delta)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.said[jobID] += delta
+}
+
+// TextRestart implements texter: the text shown stays on the terminal,
+// and a line says that the model writes it again.
+func (p *runView) TextRestart(jobID int64) {
+	if !p.shown {
+		return
+	}
+	p.forget(jobID)
+	p.scr.Line("  (the model's reply was cut off; it is asked for again)")
+}
+
+// forget drops the text streamed for job jobID.
+func (p *runView) forget(jobID int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.said, jobID)
+}
+
+// wrote reports whether the last request of job jobID streamed answer
+// (spaces around it aside) to the terminal.
+func (p *runView) wrote(jobID int64, answer string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.shown && answer != "" && strings.TrimSpace(console.Printable(p.said[jobID])) == console.Printable(answer)
+}
+
+// printable is text for stdout: on a terminal without the control
+// characters that would steer it, elsewhere as it is.
+func (p *runView) printable(text string) string {
+	if p.shown {
+		return console.Printable(text)
+	}
+	return text
 }
 
 // print prints the job's events recorded since the last call that the

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -202,6 +203,71 @@ func TestRunAskOnTerminal(t *testing.T) {
 	user := n.srv.Requests()[1].Messages[1].Text()
 	if !strings.Contains(user, "alice: Baton") {
 		t.Errorf("the answer is not among the last comments:\n%s", user)
+	}
+}
+
+// TestRunStreamsAnswerToTerminal: with stdout a terminal, the text the
+// model writes reaches it while the job still runs (the model's next
+// reply is held back until it has), without the control characters a
+// hostile model sends to steer the terminal; an answer that the last
+// reply already wrote is not printed twice. With stdout a file, the
+// answer alone is printed, as before.
+func TestRunStreamsAnswerToTerminal(t *testing.T) {
+	ptm, tty := openPTY(t)
+	n := newNewcomer(t)
+	release := make(chan struct{})
+	n.srv.Script(llmtest.Calls(
+		llmtest.Text("Looking at the \x1b]52;c;ZXZpbA==\x07file first.\n"),
+		llmtest.Call("Read", `{"path":"notes.txt"}`),
+	))
+	n.srv.Handle(func(llmtest.Request) llmtest.Step {
+		<-release
+		return llmtest.Calls(llmtest.Text("The file is missing."), llmtest.Transition("COMPLETE", "The file is missing."))
+	})
+	var screen syncBuffer
+	go func() { _, _ = io.Copy(&screen, ptm) }()
+	var errOut syncBuffer
+	m := NewMain()
+	m.Stdin, m.Stdout, m.Stderr = strings.NewReader(""), tty, &errOut
+	m.Env = mapEnv(n.env)
+	done := make(chan int, 1)
+	go func() {
+		done <- m.Report(m.Run(context.Background(), []string{"run", "--config", n.conf, "read my notes"}))
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(screen.String(), "file first.") {
+		if time.Now().After(deadline) {
+			close(release)
+			t.Fatalf("the model's text did not reach the terminal while the job ran:\n%q\nstderr: %s", screen.String(), errOut.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	close(release)
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("exit %d\nterminal: %q\nstderr: %s", code, screen.String(), errOut.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("baton run did not finish")
+	}
+	deadline = time.Now().Add(5 * time.Second)
+	for !strings.Contains(screen.String(), "missing.") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	got := screen.String()
+	if !strings.Contains(got, "Looking at the ]52;c;ZXZpbA==file first.") || strings.ContainsAny(got, "\x1b\x07") {
+		t.Errorf("the terminal shows %q; want the text without its control characters", got)
+	}
+	if c := strings.Count(got, "The file is missing."); c != 1 {
+		t.Errorf("the answer is on the terminal %d times, want once:\n%q", c, got)
+	}
+
+	// Not a terminal: the answer alone.
+	n.srv.Script(llmtest.Calls(llmtest.Text("Done."), llmtest.Transition("COMPLETE", "Done.")))
+	code, stdout, stderr := n.run("again")
+	if code != 0 || strings.TrimSpace(stdout) != "Done." {
+		t.Errorf("exit %d, stdout %q; want the answer alone\nstderr: %s", code, stdout, stderr)
 	}
 }
 

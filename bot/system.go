@@ -100,7 +100,8 @@ type systemOptions struct {
 	// thread.
 	decide bool
 	// stepper, when set, is told each step of the jobs as well (baton
-	// chat's and baton run's spinner and tool lines).
+	// chat's and baton run's spinner and tool lines); when it is a
+	// texter, the answers' text as the model writes it too.
 	stepper engine.Stepper
 	// workspaces says what to do with workspaces the store does not know
 	// (--adopt-workspaces, --discard-workspaces); the zero value refuses
@@ -487,8 +488,13 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger, opts systemOpt
 			observer, notifier = sys.chat, sys.chat
 		}
 	}
+	var onText func(int64, string)
+	var onTextRestart func(int64)
 	if opts.stepper != nil {
 		observer = observers{status: observer, steps: opts.stepper}
+		if t, ok := opts.stepper.(texter); ok {
+			onText, onTextRestart = t.Text, t.TextRestart
+		}
 	}
 	sys.floor = workspace.NewFloor(workspace.FloorConfig{Dir: cfg.DataDir, MinFreeBytes: cfg.Workspaces.MinFreeBytes, Logger: log})
 	loc, err := time.LoadLocation(cfg.Timezone)
@@ -508,6 +514,7 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger, opts systemOpt
 		WorkspaceRoot: workspaceRoot(cfg), MaxWorkspaceBytes: cfg.Workspaces.MaxBytes,
 		Floor: sys.floor, Gate: sys.gate, ApprovalTimeout: cfg.Approvals.Timeout,
 		Sandbox: sb, Observer: observer, Meter: sys.metrics, Logger: log, Tracer: sys.tracer,
+		OnText: onText, OnTextRestart: onTextRestart,
 		Externals: sys.externals(),
 		Egress:    sys.egress,
 

@@ -16,6 +16,7 @@
 // after its prompt and taken when the one before has settled.
 //
 // `baton run` uses the same pieces: a Screen on stderr for its spinner and
-// tool lines (StepLine), and the approval prompt (AnswerPrompt,
-// ParseAnswer).
+// tool lines (StepLine), with the model's text streamed to stdout when that
+// is a terminal (ScreenOptions.Text, Screen.Stream), and the approval prompt
+// (AnswerPrompt, ParseAnswer).
 package console

@@ -23,6 +23,10 @@ type ScreenOptions struct {
 	Width func() int
 	// Now is the clock of the spinner's elapsed time (time.Now).
 	Now func() time.Time
+	// Text is where Stream writes an answer's text as the model writes
+	// it (baton run's stdout when it is a terminal); nil: Stream writes
+	// nothing.
+	Text io.Writer
 }
 
 // spinnerFrames are the spinner's frames, one per tick.
@@ -57,6 +61,10 @@ type Screen struct {
 	frame    int
 	dangling bool // plain: a prompt was printed and no newline after it
 	closed   bool
+
+	text      io.Writer // Stream's writer; nil none
+	streaming bool      // Stream wrote text and nothing else was printed since
+	midLine   bool      // that text does not end with a newline
 }
 
 // doing is a job's current step on the spinner.
@@ -67,7 +75,7 @@ type doing struct {
 
 // NewScreen returns a Screen writing to w.
 func NewScreen(w io.Writer, opts ScreenOptions) *Screen {
-	s := &Screen{w: w, term: opts.Terminal, width: opts.Width, now: opts.Now, busy: map[int64]doing{}, details: map[int64]string{}}
+	s := &Screen{w: w, term: opts.Terminal, width: opts.Width, now: opts.Now, text: opts.Text, busy: map[int64]doing{}, details: map[int64]string{}}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -85,6 +93,7 @@ func (s *Screen) Println(text string) {
 }
 
 func (s *Screen) printLocked(text string) {
+	s.endTextLocked()
 	if s.closed {
 		fmt.Fprintln(s.w, text)
 		return
@@ -120,6 +129,7 @@ func (s *Screen) SetPrompt(p string) {
 	if s.prompt == p {
 		return
 	}
+	s.endTextLocked()
 	s.prompt = p
 	if s.term && !s.closed {
 		s.clearLocked(0)
@@ -186,6 +196,7 @@ func (s *Screen) Entered(line string, echoed bool) {
 func (s *Screen) Begin(job int64, label string, since time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.endTextLocked()
 	s.busy[job] = doing{label: label, since: since}
 	s.redrawSpinnerLocked()
 }
@@ -210,6 +221,7 @@ func (s *Screen) Detail(job int64, text string) {
 func (s *Screen) End(job int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.endTextLocked()
 	if _, ok := s.busy[job]; !ok {
 		return
 	}
@@ -259,10 +271,65 @@ func (s *Screen) Close() {
 	if s.closed {
 		return
 	}
+	s.endTextLocked()
 	if s.term {
 		s.clearLocked(0)
 	}
 	s.closed = true
+}
+
+// Stream writes text, a piece of an answer as the model writes it, to
+// the Text writer: on a terminal the bottom is cleared first and stays
+// off while the text runs (the spinner keeps its state but is not drawn);
+// the next line printed, Begin, End, SetPrompt or Close ends the text's
+// line and draws the bottom again. Control characters other than newline
+// and tab are dropped: the model's text must not steer the terminal.
+func (s *Screen) Stream(text string) {
+	text = Printable(text)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.text == nil || text == "" {
+		return
+	}
+	if !s.streaming {
+		if s.term && !s.closed {
+			s.clearLocked(0)
+		}
+		if s.dangling {
+			fmt.Fprintln(s.w)
+			s.dangling = false
+		}
+		s.streaming = true
+	}
+	fmt.Fprint(s.text, text)
+	s.midLine = !strings.HasSuffix(text, "\n")
+}
+
+// endTextLocked ends the text Stream wrote, with a newline when its last
+// line is open, and draws the bottom again on a terminal.
+func (s *Screen) endTextLocked() {
+	if !s.streaming {
+		return
+	}
+	if s.midLine {
+		fmt.Fprintln(s.text)
+	}
+	s.streaming, s.midLine = false, false
+	if s.term && !s.closed {
+		s.drawLocked()
+	}
+}
+
+// Printable is text without the control characters that would steer a
+// terminal (escape sequences, carriage returns, bells): newlines and tabs
+// stay.
+func Printable(text string) string {
+	return strings.Map(func(r rune) rune {
+		if r != '\n' && r != '\t' && unicode.IsControl(r) {
+			return -1
+		}
+		return r
+	}, text)
 }
 
 // clearLocked moves to the first row of the bottom and erases it and what
@@ -299,7 +366,7 @@ func (s *Screen) drawLocked() {
 // redrawSpinnerLocked draws the spinner's row again, keeping the cursor
 // where it is (at the prompt, after what the person has typed so far).
 func (s *Screen) redrawSpinnerLocked() {
-	if !s.term || s.closed {
+	if !s.term || s.closed || s.streaming {
 		return
 	}
 	if len(s.busy) == 0 && !s.spinning {

@@ -336,3 +336,44 @@ func TestTerminalTypedAhead(t *testing.T) {
 		t.Errorf("terminal (-want +got):\n%s", diff)
 	}
 }
+
+// TestStreamOnSharedTerminal: stdout and stderr on one terminal, the
+// answer's text streams in on stdout with the spinner off and no escape
+// of the model's own; the next step ends its line and brings the spinner
+// back below it.
+func TestStreamOnSharedTerminal(t *testing.T) {
+	out := &screenOut{}
+	now := at
+	scr := console.NewScreen(out, console.ScreenOptions{Terminal: true, Text: out, Now: func() time.Time { return now }})
+	scr.Begin(1, "thinking", at)
+	scr.Stream("Let me ")
+	scr.Stream("look\x1b[2J at it.")
+	scr.Detail(1, "chat: 1 movement") // no spinner drawn over the text
+	if got := out.lines(); len(got) != 1 || got[0] != "Let me look[2J at it." {
+		t.Fatalf("while streaming, terminal:\n%s\nraw %q", strings.Join(got, "\n"), out.String())
+	}
+	scr.Line("  Read a.txt")
+	scr.Begin(1, "Read", at)
+	want := []string{"Let me look[2J at it.", "  Read a.txt", "⠋ Read 0s · chat: 1 movement"}
+	if diff := cmp.Diff(want, out.lines()); diff != "" {
+		t.Errorf("terminal (-want +got):\n%s\nraw: %q", diff, out.String())
+	}
+	scr.Stream("Done.\n")
+	scr.End(1)
+	scr.Close()
+	want = []string{"Let me look[2J at it.", "  Read a.txt", "Done."}
+	if diff := cmp.Diff(want, out.lines()); diff != "" {
+		t.Errorf("at the end, terminal (-want +got):\n%s\nraw: %q", diff, out.String())
+	}
+}
+
+// TestStreamWithoutText: a Screen without a Text writer streams nothing.
+func TestStreamWithoutText(t *testing.T) {
+	var out bytes.Buffer
+	scr := console.NewScreen(&out, console.ScreenOptions{})
+	scr.Stream("hidden")
+	scr.Line("shown")
+	if out.String() != "shown\n" {
+		t.Errorf("output = %q", out.String())
+	}
+}
