@@ -98,8 +98,16 @@ func (s *streams) chunks(ts string, v chat.ProgressView) ([]slack.StreamChunk, f
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old := s.sent[ts]
-	if ts == "" || old == nil {
+	switch {
+	case ts == "":
 		old = &sent{steps: map[string]string{}}
+	case old == nil:
+		// A stream this process did not start, or forgot (a gateway
+		// restarted mid-job): its text is taken as sent, since
+		// appending it again would show it twice (the answer comes
+		// whole at the end anyway); plan and task chunks are sent again,
+		// as each replaces the card of its id.
+		old = &sent{steps: map[string]string{}, plan: max(v.Current-1, 0), text: len(v.Text)}
 	}
 	next := &sent{steps: map[string]string{}, plan: old.plan, text: old.text}
 	for k, st := range old.steps {
@@ -147,7 +155,7 @@ func (s *streams) chunks(ts string, v chat.ProgressView) ([]slack.StreamChunk, f
 			return
 		}
 		if len(s.sent) > 4096 {
-			clear(s.sent) // forgotten streams get their whole state again
+			clear(s.sent) // forgotten streams get their cards again
 		}
 		s.sent[ts] = next
 	}
