@@ -83,10 +83,20 @@ func TestDoctorLocalServers(t *testing.T) {
 		_, out := doctorRun(t, "llm:\n  provider: ollama\n  context_window: 32768\n", map[string]string{"OPENAI_BASE_URL": srv.URL(), "BATON_LLM_MODEL": "m"})
 		wantLine(t, out, "✓", "llm.num_ctx", "arrived whole")
 	})
+	t.Run("Ollama found by its model list", func(t *testing.T) {
+		// llm.provider auto, on a port that is not Ollama's: the model
+		// list says Ollama, so its checks run and num_ctx is sent.
+		srv := llmtest.NewServer(t, llmtest.WithModels(llmtest.Model{ID: "m:latest", OwnedBy: "library"}))
+		srv.Handle(fakeOllama(true))
+		_, out := doctorRun(t, "llm:\n  context_window: 32768\n", map[string]string{"OPENAI_BASE_URL": srv.URL(), "BATON_LLM_MODEL": "m"})
+		wantLine(t, out, "✓", "llm.provider", "Ollama", "from the endpoint's model list")
+		wantLine(t, out, "✓", "llm.num_ctx", "arrived whole")
+	})
 	t.Run("not checked elsewhere", func(t *testing.T) {
 		srv := llmtest.NewServer(t, llmtest.WithModels(llmtest.Model{ID: "m"}))
 		srv.Handle(fakeOllama(false))
 		_, out := doctorRun(t, "", map[string]string{"OPENAI_BASE_URL": srv.URL(), "BATON_LLM_MODEL": "m"})
+		wantLine(t, out, "✓", "llm.provider", "none Baton knows", "set llm.provider")
 		if line := checkLine(out, "llm.num_ctx"); line != "" {
 			t.Errorf("the truncation check ran for an endpoint not known as Ollama: %s", line)
 		}

@@ -4,15 +4,18 @@ package main
 // baton init offers.
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/baton-bot/baton/core/llm"
 	"github.com/baton-bot/baton/core/tokens"
@@ -32,6 +35,33 @@ const (
 	endpointNoList                                 // the endpoint has no model list (404, 405, 501, not a list)
 	endpointFailed                                 // another error status
 )
+
+// providerWait bounds the GET {base_url}/models that llm.provider: auto
+// makes at start when the base URL does not name the provider.
+const providerWait = 3 * time.Second
+
+// modelProvider is the provider llm.provider stands for at c.BaseURL
+// (llm.Detect, asking the endpoint's model list for at most providerWait
+// with hc, nil for the default client), and how it was found; the choice
+// is logged. "" is none known: the client takes OpenAI's conventions.
+func modelProvider(ctx context.Context, c LLMConfig, hc *http.Client, log *slog.Logger) (provider, how string) {
+	pctx, cancel := context.WithTimeout(ctx, providerWait)
+	defer cancel()
+	provider, how = llm.Detect(pctx, hc, c.Provider, c.BaseURL, c.APIKey.Reveal())
+	if log != nil && how != llm.FoundByConfig {
+		log.Info("model provider", "provider", cmp.Or(provider, "openai-compatible"), "found_by", how)
+	}
+	return provider, how
+}
+
+// providerCheck says which provider's conventions Baton speaks to the
+// endpoint with, and how it chose them.
+func providerCheck(p llm.Profile, how string) check {
+	if how == llm.FoundNone {
+		return passed("llm.provider", "auto: the endpoint is none Baton knows by its URL or model list; OpenAI's conventions (set llm.provider to name it)")
+	}
+	return passed("llm.provider", fmt.Sprintf("%s (from %s)", p.Title, how))
+}
 
 // endpointError is a failed GET {base_url}/models.
 type endpointError struct {
@@ -167,8 +197,9 @@ func (d *doctor) model(ctx context.Context) []check {
 	if c.APIKey == "" && strings.EqualFold(hostOf(c.BaseURL), "api.openai.com") {
 		return []check{failure("llm.endpoint", "llm.api_key is empty, and OpenAI's API needs a key", "set OPENAI_API_KEY (or llm.api_key); for a local model set OPENAI_BASE_URL")}
 	}
+	provider, how := modelProvider(ctx, c, d.hc, d.log)
 	client, err := llm.New(llm.Config{BaseURL: c.BaseURL, APIKey: c.APIKey.Reveal(), Model: model, Timeout: doctorTimeout, HTTPClient: d.hc, Logger: d.log,
-		Stream: c.Stream, Provider: c.Provider, ReasoningEffort: c.ReasoningEffort, NumCtx: c.ContextWindow})
+		Stream: c.Stream, Provider: provider, ReasoningEffort: c.ReasoningEffort, NumCtx: c.ContextWindow})
 	if err != nil {
 		return []check{failure("llm.endpoint", fmt.Sprintf("llm.base_url %s is not an http(s) URL", at), "set llm.base_url (OPENAI_BASE_URL) to the API's root, such as http://localhost:11434/v1")}
 	}
@@ -185,6 +216,7 @@ func (d *doctor) model(ctx context.Context) []check {
 	switch {
 	case err == nil:
 		out = append(out, passed("llm.endpoint", fmt.Sprintf("%s answers and lists %s", at, plural(len(list.IDs), "model", "models"))))
+		out = append(out, providerCheck(client.Profile(), how))
 		if id, ok := list.find(model); ok {
 			model = id // where the endpoint reports its window, it is under this name
 		} else {
@@ -203,6 +235,7 @@ func (d *doctor) model(ctx context.Context) []check {
 			return append(out, completionFailure("llm.endpoint", err, c.APIKey, at, model))
 		}
 		out = append(out, passed("llm.endpoint", fmt.Sprintf("%s answers (it lists no models at /models; a 1-token completion worked)", at)),
+			providerCheck(client.Profile(), how),
 			passed("llm.model", fmt.Sprintf("%s answered", model)))
 	case errors.As(err, &ee) && ee.problem == endpointUnreachable:
 		return []check{failure("llm.endpoint", fmt.Sprintf("nothing answers at %s (%s)", at, ee.reason), urlFix)}

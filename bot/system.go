@@ -442,10 +442,11 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger, opts systemOpt
 	if sys.egress, err = sys.openEgress(sb); err != nil {
 		return nil, err
 	}
+	provider, _ := modelProvider(ctx, cfg.LLM, nil, log)
 	model, err := llm.New(llm.Config{
 		BaseURL: cfg.LLM.BaseURL, APIKey: cfg.LLM.APIKey.Reveal(), Model: cfg.LLM.Model,
 		Timeout: cfg.LLM.RequestTimeout, MaxRetries: cfg.LLM.MaxRetries, Logger: log,
-		Stream: cfg.LLM.Stream, Provider: cfg.LLM.Provider, ReasoningEffort: cfg.LLM.ReasoningEffort,
+		Stream: cfg.LLM.Stream, Provider: provider, ReasoningEffort: cfg.LLM.ReasoningEffort,
 		NumCtx: cfg.LLM.ContextWindow,
 	})
 	if err != nil {

@@ -38,6 +38,10 @@ type Profile struct {
 	Hosts []string
 	// Port is the local server's usual port auto takes it by, 0 if none.
 	Port string
+	// ListedBy says, for people, what in the endpoint's model list tells
+	// auto it is this provider (ProviderFromModels decides); "" when
+	// nothing does.
+	ListedBy string
 	// CompletionTokensModels are model name prefixes that refuse
 	// max_tokens and take max_completion_tokens (reasoning models). A 400
 	// naming the parameter teaches Baton the same for any other model.
@@ -96,42 +100,42 @@ var Profiles = []Profile{
 		KeyHeader:              "api-key", APIVersion: "2024-10-21",
 		RateLimitHeaders: openaiRateHeaders, ContextErrors: []string{openaiContext},
 		Note: "base_url is the deployment's URL (…/openai/deployments/NAME); the key goes in api-key, api-version is added unless the URL has one"},
-	{Name: ProviderOpenRouter, Title: "OpenRouter", Hosts: []string{"openrouter.ai"},
+	{Name: ProviderOpenRouter, Title: "OpenRouter", ListedBy: "`pricing` and `architecture`", Hosts: []string{"openrouter.ai"},
 		CompletionTokensModels: []string{"openai/o1", "openai/o3", "openai/o4", "openai/gpt-5"},
 		Headers:                map[string]string{"HTTP-Referer": "https://github.com/baton-bot/baton", "X-Title": "Baton"},
 		RateLimitHeaders:       []string{"retry-after"}, ContextErrors: []string{openaiContext, "context length"},
 		ReasoningField: "reasoning",
 		Note:           "a provider's failure can come as an error object inside a 200 (or a stream event), retried like the status it names; streams carry : OPENROUTER PROCESSING comments"},
-	{Name: ProviderOllama, Title: "Ollama", Port: "11434",
+	{Name: ProviderOllama, Title: "Ollama", ListedBy: "`owned_by: library`", Port: "11434",
 		ContextErrors: []string{"context length"}, NoParallel: true, NoRequired: true, NoStreamUsage: true,
 		Note: "prompts longer than num_ctx are cut silently, not refused"},
-	{Name: ProviderVLLM, Title: "vLLM", Port: "8000",
+	{Name: ProviderVLLM, Title: "vLLM", ListedBy: "`owned_by: vllm`", Port: "8000",
 		ContextErrors: []string{openaiContext, "is longer than the maximum model length"}, ReasoningField: "reasoning_content",
 		Note: "tool calls need --enable-auto-tool-choice and a --tool-call-parser; without one they come as text"},
-	{Name: ProviderLlamaCpp, Title: "llama.cpp server", Port: "8080",
+	{Name: ProviderLlamaCpp, Title: "llama.cpp server", ListedBy: "`owned_by: llamacpp`", Port: "8080",
 		ContextErrors: []string{"exceeds the available context size", "context size"}, NoParallel: true, NoImages: true,
 		ReasoningField: "reasoning_content",
 		Note:           "tool calls need --jinja; images only with a multimodal projector (--mmproj)"},
-	{Name: ProviderGroq, Title: "Groq", Hosts: []string{"api.groq.com"},
+	{Name: ProviderGroq, Title: "Groq", ListedBy: "`active` and `context_window`", Hosts: []string{"api.groq.com"},
 		RateLimitHeaders: []string{"retry-after", "x-ratelimit-reset-requests", "x-ratelimit-reset-tokens"},
 		ContextErrors:    []string{"context_length_exceeded", "reduce the length of the messages"}, NoImages: true,
 		ReasoningField: "reasoning",
 		Note:           "images only on its vision models"},
-	{Name: ProviderDeepSeek, Title: "DeepSeek", Hosts: []string{"api.deepseek.com"},
+	{Name: ProviderDeepSeek, Title: "DeepSeek", ListedBy: "`owned_by: deepseek`", Hosts: []string{"api.deepseek.com"},
 		ContextErrors: []string{openaiContext}, ReasoningField: "reasoning_content", ReasoningBack: true,
 		NoParallel: true, NoImages: true,
 		Note: "thinking mode: reasoning_content goes back with the tool-calling turn it belongs to, and never otherwise"},
-	{Name: ProviderMistral, Title: "Mistral", Hosts: []string{"api.mistral.ai"},
+	{Name: ProviderMistral, Title: "Mistral", ListedBy: "`capabilities.completion_chat`", Hosts: []string{"api.mistral.ai"},
 		RateLimitHeaders: []string{"retry-after"},
 		ContextErrors:    []string{"too large for model with", "maximum context length"},
 		ShortCallIDs:     true,
 		Note:             "tool call ids are nine letters and digits; tool_choice any is its required"},
-	{Name: ProviderGemini, Title: "Gemini (OpenAI compatibility)", Hosts: []string{"generativelanguage.googleapis.com"},
+	{Name: ProviderGemini, Title: "Gemini (OpenAI compatibility)", ListedBy: "ids `models/…`", Hosts: []string{"generativelanguage.googleapis.com"},
 		RateLimitHeaders: []string{"retry-after"},
 		ContextErrors:    []string{"exceeds the maximum number of tokens allowed", "input token count"}, NoParallel: true,
 		ReasoningField: "reasoning_content",
 		Note:           "errors can come as a JSON array of error objects; base_url …/v1beta/openai"},
-	{Name: ProviderAnthropic, Title: "Anthropic (OpenAI compatibility)", Hosts: []string{"api.anthropic.com"},
+	{Name: ProviderAnthropic, Title: "Anthropic (OpenAI compatibility)", ListedBy: "`type: model` with `display_name`", Hosts: []string{"api.anthropic.com"},
 		RateLimitHeaders: []string{"retry-after"},
 		ContextErrors:    []string{"prompt is too long"},
 		Note:             "base_url https://api.anthropic.com/v1/; extended thinking is not returned through this layer"},

@@ -57,10 +57,17 @@ func TestProviderTableInReadme(t *testing.T) {
 		return ""
 	}
 	for _, p := range llm.Profiles {
-		by := strings.Join(p.Hosts, ", ")
-		if p.Port != "" {
-			by = "local port " + p.Port
+		var ways []string
+		if len(p.Hosts) > 0 {
+			ways = append(ways, strings.Join(p.Hosts, ", "))
 		}
+		if p.ListedBy != "" {
+			ways = append(ways, "model list: "+p.ListedBy)
+		}
+		if p.Port != "" {
+			ways = append(ways, "local port "+p.Port)
+		}
+		by := strings.Join(ways, "; ")
 		limit := "`max_tokens`"
 		if len(p.CompletionTokensModels) > 0 {
 			limit += "; `max_completion_tokens` for " + strings.Join(p.CompletionTokensModels, ", ") + "…"

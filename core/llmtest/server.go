@@ -17,6 +17,7 @@
 package llmtest
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -65,6 +66,9 @@ type Model struct {
 	// ContextLength, when positive, is sent as the entry's context_length
 	// (OpenRouter's name for the model's context window).
 	ContextLength int
+	// OwnedBy is the entry's owned_by ("llmtest" when empty): "library"
+	// as Ollama lists its models, "vllm" as vLLM does.
+	OwnedBy string
 }
 
 // WithModels makes the server answer GET /v1/models with these models, in
@@ -226,7 +230,7 @@ func (s *Server) serveModels(w http.ResponseWriter, r *http.Request) {
 		Data   []entry `json:"data"`
 	}{Object: "list", Data: []entry{}}
 	for _, m := range s.models {
-		list.Data = append(list.Data, entry{ID: m.ID, Object: "model", OwnedBy: "llmtest", ContextLength: m.ContextLength})
+		list.Data = append(list.Data, entry{ID: m.ID, Object: "model", OwnedBy: cmp.Or(m.OwnedBy, "llmtest"), ContextLength: m.ContextLength})
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(list)
