@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -88,5 +89,53 @@ func TestTokenBudget(t *testing.T) {
 	fin := f.run(f.start("two-step", "x"))
 	if fin.To != core.JobWaitingHuman || !strings.Contains(fin.Question, "5,200 of its 5,000 tokens") {
 		t.Fatalf("finish = %+v", fin)
+	}
+}
+
+// TestCompactionRequestWithinBudget: the compaction's summary request is
+// budget-checked like the movement's: with a job budget of 500,000 tokens
+// that the summary would pass, the job parks before it is sent (13
+// requests, no summary among them); after `continue` the job goes on.
+func TestCompactionRequestWithinBudget(t *testing.T) {
+	f := newFixture(t, map[string]string{"one-step": oneStep}, func(c *engine.Config) {
+		compactionOn(c)
+		c.Budgets = engine.Budgets{Default: engine.Limits{engine.ScopeJob: {Tokens: 500000}}}
+	})
+	var files []string
+	for i := range 14 {
+		files = append(files, f.inputFile(fmt.Sprintf("r%02d.txt", i+1), 400))
+	}
+	var steps []llmtest.Step
+	for i := range 10 {
+		steps = append(steps, read(files[i]).WithUsage(10000+4000*i, 50))
+	}
+	steps = append(steps,
+		read(files[10]).WithUsage(62000, 50),
+		read(files[11]).WithUsage(72000, 50),
+		read(files[12]).WithUsage(81000, 50), // before request 14: compaction due
+	)
+	f.srv.Script(steps...)
+	j := f.start("one-step", "read the reports")
+	fin := f.run(j)
+	if fin.To != core.JobWaitingHuman || fin.WaitKind != core.WaitBudget {
+		t.Fatalf("finish = %+v, want a budget question", fin)
+	}
+	reqs := f.srv.Requests()
+	if len(reqs) != 13 {
+		t.Fatalf("%d requests before the park, want 13 (the summary would pass the budget)", len(reqs))
+	}
+	for i, r := range reqs {
+		if isSummaryRequest(r) {
+			t.Errorf("request %d is a summary request, sent past the budget", i+1)
+		}
+	}
+	// The resumed movement's window is counted afresh from its messages
+	// (the scripted usage above is far larger than they are), so it goes
+	// on without compacting.
+	f.srv.Script(read(files[13]).WithUsage(9000, 50), llmtest.Transition("COMPLETE", "all read").WithUsage(12000, 50))
+	waiting := f.finish(j, fin)
+	_, fin = f.resume(j, waiting, 2, "continue")
+	if fin.To != core.JobSucceeded || len(f.srv.Requests()) != 15 {
+		t.Fatalf("after continue: finish = %+v after %d requests, want success after 15", fin, len(f.srv.Requests()))
 	}
 }

@@ -418,6 +418,15 @@ func (m *movement) checkContext(ctx context.Context, lastText string) (out outco
 	if c := e.cfg.Compaction; c.Enabled && m.called {
 		m.mask(ctx)
 		if !m.compactOff && m.compactions < c.MaxPerMovement && m.meter.ratio() >= c.Compact {
+			// The summary is a model request like any: one that would
+			// pass a budget parks the job before it is sent, and the
+			// compaction runs once the budget is raised.
+			if hit, err := m.pr.overBudget(ctx, m.model(), m.meter.used()); err != nil {
+				return outcome{}, false, err
+			} else if hit != nil {
+				out, err := m.parkForBudget(ctx, hit)
+				return out, err == nil, err
+			}
 			if err := m.compact(ctx); err != nil {
 				return outcome{}, false, err
 			}
