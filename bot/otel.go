@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"os"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -17,10 +18,21 @@ func (m *Main) traceLogs(cfg Config, logger *slog.Logger) (*slog.Logger, error) 
 	if !cfg.Otel.Enabled {
 		return logger, nil
 	}
-	if err := tracing.CheckProtocol(m.Env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"), m.Env("OTEL_EXPORTER_OTLP_PROTOCOL")); err != nil {
-		return nil, &ConfigError{Key: "otel.enabled", Msg: err.Error()}
+	if _, err := m.otlpProtocol(); err != nil {
+		return nil, err
 	}
 	return slog.New(tracing.LogHandler(logger.Handler())), nil
+}
+
+// otlpProtocol is the OTLP protocol the standard variables ask for
+// (tracing.Protocol); one the exporter does not speak is a configuration
+// error naming it.
+func (m *Main) otlpProtocol() (string, error) {
+	p, err := tracing.Protocol(m.Env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"), m.Env("OTEL_EXPORTER_OTLP_PROTOCOL"))
+	if err != nil {
+		return "", &ConfigError{Key: "otel.enabled", Msg: err.Error()}
+	}
+	return p, nil
 }
 
 // startTracer sets sys.tracer up when otel.enabled: an OTLP exporter that
@@ -32,7 +44,13 @@ func (sys *system) startTracer(ctx context.Context, role string) error {
 	if !sys.cfg.Otel.Enabled {
 		return nil
 	}
-	t, err := tracing.New(ctx, tracing.Config{Role: role})
+	// The exporter reads the process's OTEL_EXPORTER_OTLP_* variables
+	// itself; the protocol comes from the same place.
+	protocol, err := tracing.Protocol(os.Getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"), os.Getenv("OTEL_EXPORTER_OTLP_PROTOCOL"))
+	if err != nil {
+		return &ConfigError{Key: "otel.enabled", Msg: err.Error()}
+	}
+	t, err := tracing.New(ctx, tracing.Config{Role: role, Protocol: protocol})
 	if err != nil {
 		return &ConfigError{Key: "otel.enabled", Msg: err.Error()}
 	}
@@ -41,7 +59,7 @@ func (sys *system) startTracer(ctx context.Context, role string) error {
 	// into the process's log, not bare on stderr.
 	log := sys.log
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("trace export failed; spans dropped", "err", err) }))
-	log.Info("OpenTelemetry tracing on: spans go by OTLP over HTTP where OTEL_EXPORTER_OTLP_* say", "role", role)
+	log.Info("OpenTelemetry tracing on: spans go by OTLP where OTEL_EXPORTER_OTLP_* say", "role", role, "protocol", protocol)
 	sys.closers = append(sys.closers, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

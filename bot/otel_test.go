@@ -378,12 +378,13 @@ func TestTraceOfSubtasks(t *testing.T) {
 	}
 }
 
-// TestTracingRefusesGRPC: with otel.enabled, an OTLP protocol the exporter
-// does not speak stops the start with a configuration error naming it.
-func TestTracingRefusesGRPC(t *testing.T) {
+// TestTracingRefusesHTTPJSON: with otel.enabled, an OTLP protocol the
+// exporter does not speak (http/json) stops the start with a
+// configuration error naming it and the two it speaks.
+func TestTracingRefusesHTTPJSON(t *testing.T) {
 	conf := writeConfig(t, "http:\n  addr: 127.0.0.1:0\notel:\n  enabled: true\n")
-	code, _, stderr := runMain(t, map[string]string{"BATON_DATA_DIR": t.TempDir(), "OPENAI_API_KEY": "sk-test", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, "serve", "--config", conf)
-	if code != exitUsage || !strings.Contains(stderr, "otel.enabled") || !strings.Contains(stderr, `"grpc"`) {
+	code, _, stderr := runMain(t, map[string]string{"BATON_DATA_DIR": t.TempDir(), "OPENAI_API_KEY": "sk-test", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}, "serve", "--config", conf)
+	if code != exitUsage || !strings.Contains(stderr, "otel.enabled") || !strings.Contains(stderr, `"http/json"`) || !strings.Contains(stderr, "grpc") {
 		t.Errorf("exit %d:\n%s", code, stderr)
 	}
 }

@@ -1,5 +1,6 @@
 // Package tracing is core.Tracer on OpenTelemetry: spans are batched and
-// sent by OTLP over HTTP (protobuf) to the collector the standard
+// sent by OTLP, over HTTP (protobuf) or gRPC as the OTLP protocol
+// variables say (Protocol), to the collector the standard
 // OTEL_EXPORTER_OTLP_* variables name (OTEL_EXPORTER_OTLP_ENDPOINT,
 // OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, OTEL_EXPORTER_OTLP_HEADERS, …; the
 // exporter reads them itself), and the resource carries
@@ -18,6 +19,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
@@ -36,7 +38,10 @@ type Config struct {
 	// recorded as the resource attribute baton.role.
 	Role    string
 	Version string
-	// Exporter replaces the OTLP exporter (tests); nil: OTLP over HTTP.
+	// Protocol is the OTLP protocol (Protocol's result): "" or
+	// http/protobuf for HTTP, grpc for gRPC.
+	Protocol string
+	// Exporter replaces the OTLP exporter (tests); nil: OTLP by Protocol.
 	Exporter sdktrace.SpanExporter
 }
 
@@ -59,7 +64,15 @@ func New(ctx context.Context, cfg Config) (*Tracer, error) {
 	exp := cfg.Exporter
 	if exp == nil {
 		var err error
-		if exp, err = otlptracehttp.New(ctx); err != nil {
+		switch cfg.Protocol {
+		case ProtocolGRPC:
+			exp, err = otlptracegrpc.New(ctx)
+		case "", ProtocolHTTP:
+			exp, err = otlptracehttp.New(ctx)
+		default:
+			err = fmt.Errorf("OTLP protocol %q: %w", cfg.Protocol, ErrProtocol)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("OTLP trace exporter: %w", err)
 		}
 	}
@@ -194,20 +207,30 @@ func (l *logHandler) WithGroup(name string) slog.Handler {
 	return &logHandler{h: l.h.WithGroup(name), has: l.has}
 }
 
-// ErrProtocol is returned by CheckProtocol for an OTLP protocol other
-// than http/protobuf.
-var ErrProtocol = errors.New("only OTLP over HTTP (http/protobuf) is supported")
+// The OTLP protocols the exporter speaks.
+const (
+	ProtocolHTTP = "http/protobuf"
+	ProtocolGRPC = "grpc"
+)
 
-// CheckProtocol checks the protocol the OTEL_EXPORTER_OTLP_TRACES_PROTOCOL
+// ErrProtocol is returned by Protocol for an OTLP protocol the exporter
+// does not speak.
+var ErrProtocol = errors.New("the OTLP protocols spoken are http/protobuf and grpc")
+
+// Protocol is the OTLP protocol that the OTEL_EXPORTER_OTLP_TRACES_PROTOCOL
 // or OTEL_EXPORTER_OTLP_PROTOCOL variable asks for (the first set wins):
-// "" or http/protobuf.
-func CheckProtocol(traces, all string) error {
+// http/protobuf when neither is set, grpc, or an error wrapping
+// ErrProtocol for another (http/json).
+func Protocol(traces, all string) (string, error) {
 	p := traces
 	if p == "" {
 		p = all
 	}
-	if p == "" || p == "http/protobuf" {
-		return nil
+	switch p {
+	case "", ProtocolHTTP:
+		return ProtocolHTTP, nil
+	case ProtocolGRPC:
+		return ProtocolGRPC, nil
 	}
-	return fmt.Errorf("OTLP protocol %q: %w", p, ErrProtocol)
+	return "", fmt.Errorf("OTLP protocol %q: %w", p, ErrProtocol)
 }

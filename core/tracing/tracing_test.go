@@ -79,13 +79,17 @@ func TestLogHandler(t *testing.T) {
 	}
 }
 
-func TestCheckProtocol(t *testing.T) {
+func TestProtocol(t *testing.T) {
 	for _, c := range []struct {
-		traces, all string
-		ok          bool
-	}{{"", "", true}, {"", "http/protobuf", true}, {"http/protobuf", "grpc", true}, {"", "grpc", false}, {"grpc", "", false}} {
-		if err := CheckProtocol(c.traces, c.all); (err == nil) != c.ok || (err != nil && !errors.Is(err, ErrProtocol)) {
-			t.Errorf("CheckProtocol(%q, %q) = %v", c.traces, c.all, err)
+		traces, all, want string
+	}{
+		{"", "", ProtocolHTTP}, {"", "http/protobuf", ProtocolHTTP}, {"http/protobuf", "grpc", ProtocolHTTP},
+		{"", "grpc", ProtocolGRPC}, {"grpc", "", ProtocolGRPC}, {"grpc", "http/json", ProtocolGRPC},
+		{"", "http/json", ""}, {"http/json", "grpc", ""},
+	} {
+		got, err := Protocol(c.traces, c.all)
+		if got != c.want || (c.want == "") != errors.Is(err, ErrProtocol) {
+			t.Errorf("Protocol(%q, %q) = %q, %v; want %q", c.traces, c.all, got, err, c.want)
 		}
 	}
 }
