@@ -83,6 +83,10 @@ type PlatformProgress struct {
 	Interval time.Duration `yaml:"interval"`
 }
 
+// modelAlias is what an llm.models alias and its model may look like (as
+// a re-run's model name, core/chat).
+var modelAlias = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,127}$`)
+
 // LLMConfig is the OpenAI-compatible endpoint and its limits.
 type LLMConfig struct {
 	BaseURL         string        `yaml:"base_url"`
@@ -102,6 +106,10 @@ type LLMConfig struct {
 	// Prices are each model's price, for the cost of its usage
 	// (bot/budgets.go).
 	Prices map[string]PriceConfig `yaml:"prices"`
+	// Models are the aliases a re-run may name for its model (`!rerun
+	// --model`, the dashboard): alias → model. Set, a re-run may use only
+	// these; empty, any model name.
+	Models map[string]string `yaml:"models"`
 }
 
 // ContextConfig holds the context manager's thresholds, as fractions of the
@@ -402,6 +410,7 @@ func DefaultConfig() Config {
 			Provider:        "auto",
 
 			Prices: map[string]PriceConfig{},
+			Models: map[string]string{},
 		},
 		Context: ContextConfig{
 			Warn:                0.70,
@@ -1058,6 +1067,11 @@ func (c Config) Validate() error {
 	v.notNegative("llm.max_retries", int64(c.LLM.MaxRetries))
 	v.notNegative("llm.max_tokens_per_job", c.LLM.MaxTokensPerJob)
 	v.oneOf("llm.provider", c.LLM.Provider, llm.ProviderNames()...)
+	for _, alias := range slices.Sorted(maps.Keys(c.LLM.Models)) {
+		if !modelAlias.MatchString(alias) || !modelAlias.MatchString(c.LLM.Models[alias]) {
+			v.fail("llm.models."+alias, fmt.Sprintf("%q: %q is not an alias and a model name (letters, digits and . _ : / @ -)", alias, c.LLM.Models[alias]))
+		}
+	}
 	if c.LLM.ReasoningEffort != "" {
 		v.oneOf("llm.reasoning_effort", c.LLM.ReasoningEffort, "minimal", "low", "medium", "high")
 	}

@@ -275,6 +275,7 @@ func TestValidate(t *testing.T) {
 		{"llm.max_output_tokens over window", func(c *Config) { c.LLM.MaxOutputTokens = c.LLM.ContextWindow }, "llm.max_output_tokens"},
 		{"llm.request_timeout", func(c *Config) { c.LLM.RequestTimeout = 0 }, "llm.request_timeout"},
 		{"llm.max_retries", func(c *Config) { c.LLM.MaxRetries = -1 }, "llm.max_retries"},
+		{"llm.models", func(c *Config) { c.LLM.Models = map[string]string{"fast": "gpt-4o-mini", "bad": "two words"} }, "llm.models.bad"},
 		{"llm.max_tokens_per_job", func(c *Config) { c.LLM.MaxTokensPerJob = -5 }, "llm.max_tokens_per_job"},
 		{"context.warn zero", func(c *Config) { c.Context.Warn = 0 }, "context.warn"},
 		{"context.warn above prompt", func(c *Config) { c.Context.Warn = 0.9 }, "context.prompt"},

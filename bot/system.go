@@ -482,7 +482,7 @@ func newSystem(ctx context.Context, cfg Config, log *slog.Logger, opts systemOpt
 	var notifier worker.Notifier
 	if opts.converse || opts.decide {
 		sys.chat = chat.NewService(sys.store, sys.queue, chat.Config{
-			DefaultPiece: cfg.DefaultPiece, Pieces: sys.pieces, MCP: sys.chatMCP(), Locale: cfg.Locale, MaxFileBytes: cfg.Files.MaxBytes,
+			DefaultPiece: cfg.DefaultPiece, Pieces: sys.pieces, MCP: sys.chatMCP(), Locale: cfg.Locale, MaxFileBytes: cfg.Files.MaxBytes, Models: cfg.LLM.Models,
 			Access: chatAccess(cfg), Kick: sys.kick, Logger: log, Tracer: sys.tracer, Progress: chatProgress(cfg),
 		})
 		if opts.converse {

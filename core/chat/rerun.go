@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -56,6 +57,9 @@ func (s *Service) Rerun(ctx context.Context, r Rerun) (core.Job, error) {
 	}
 	if r.Model != "" && !modelName.MatchString(r.Model) {
 		return core.Job{}, &rerunError{s.say("rerun_bad_model")}
+	}
+	if r.Model, err = s.model(r.Model); err != nil {
+		return core.Job{}, err
 	}
 	if s.cfg.Pieces != nil {
 		pc, ok := s.cfg.Pieces.Lookup(old.Piece)
@@ -160,6 +164,27 @@ func (s *Service) RetryJob(ctx context.Context, id int64, by string) (core.Job, 
 // AbortJob requests the abort of job id by who (see worker.Dispatch.Abort).
 func (s *Service) AbortJob(ctx context.Context, id int64, by string) (core.Job, error) {
 	return s.dispatch.Abort(ctx, id, by)
+}
+
+// model is the model a re-run's name stands for: with Config.Models set,
+// an alias's model, or a model an alias stands for, and a refusal naming
+// the aliases otherwise; without, name itself.
+func (s *Service) model(name string) (string, error) {
+	if name == "" || len(s.cfg.Models) == 0 {
+		return name, nil
+	}
+	if m, ok := s.cfg.Models[name]; ok {
+		return m, nil
+	}
+	var aliases []string
+	for alias, m := range s.cfg.Models {
+		if m == name {
+			return name, nil
+		}
+		aliases = append(aliases, alias)
+	}
+	slices.Sort(aliases)
+	return "", &rerunError{s.say("rerun_unknown_model", "model", name, "models", strings.Join(aliases, ", "))}
 }
 
 // rerunCommand is `!rerun MOVEMENT [--model M] [note…]`: it re-runs the

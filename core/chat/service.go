@@ -72,6 +72,10 @@ type Config struct {
 	MaxTextBytes int
 	// MaxFileBytes caps an attachment (files.max_bytes).
 	MaxFileBytes int64
+	// Models are the model aliases a re-run may name (llm.models: alias →
+	// model); when set, a re-run's model must be one of them, by alias or
+	// by the model it stands for. Empty: any model name.
+	Models map[string]string
 	// Kick, when set, is called after the outbox was written, to wake the
 	// deliverers.
 	Kick func()

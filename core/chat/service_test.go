@@ -78,7 +78,7 @@ type world struct {
 	msgN  atomic.Int64
 }
 
-func newWorld(t *testing.T, access chat.Access) *world {
+func newWorld(t *testing.T, access chat.Access, opts ...func(*chat.Config)) *world {
 	t.Helper()
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "baton.db"), sqlite.Options{WorkspaceRoot: t.TempDir()})
@@ -91,7 +91,11 @@ func newWorld(t *testing.T, access chat.Access) *world {
 		t.Fatal(err)
 	}
 	q := &recordingQueue{}
-	svc := chat.NewService(st, q, chat.Config{DefaultPiece: "chat", Pieces: lib, Access: access})
+	cfg := chat.Config{DefaultPiece: "chat", Pieces: lib, Access: access}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	svc := chat.NewService(st, q, cfg)
 	return &world{t: t, store: st, queue: q, svc: svc}
 }
 
