@@ -62,7 +62,7 @@ func (s *Store) migrateOn(ctx context.Context, upTo int) (err error) {
 	if s.closed.Load() {
 		return fmt.Errorf("store %s: %w", s.server, core.ErrClosed)
 	}
-	all, err := schema()
+	all, err := schemaIn(s.schema)
 	if err != nil {
 		return err
 	}
@@ -196,7 +196,7 @@ func (s *Store) migrateOnline(ctx context.Context, conn *pgxpool.Conn, m schemaM
 		case st.Index != "":
 			err = s.buildIndex(ctx, conn, log, st)
 		case st.Batch:
-			err = backfill(ctx, conn, log, st)
+			err = s.backfill(ctx, conn, log, st)
 		default:
 			_, err = conn.Exec(ctx, st.SQL)
 		}
@@ -307,11 +307,11 @@ func (s *Store) watchIndexBuild(ctx context.Context, log *slog.Logger, index str
 
 // backfill runs st, a backfill of at most @batch rows, until it changes
 // none, each batch a transaction of its own, and logs its progress.
-func backfill(ctx context.Context, conn *pgxpool.Conn, log *slog.Logger, st migration.Step) error {
+func (s *Store) backfill(ctx context.Context, conn *pgxpool.Conn, log *slog.Logger, st migration.Step) error {
 	start := time.Now()
 	var done, batches int64
 	for {
-		tag, err := conn.Exec(ctx, st.SQL, pgx.NamedArgs{migration.BatchParam: migrateBatch})
+		tag, err := conn.Exec(ctx, st.SQL, pgx.NamedArgs{migration.BatchParam: s.migrateBatch})
 		if err != nil {
 			return fmt.Errorf("backfill after %d rows: %w", done, err)
 		}
@@ -319,12 +319,15 @@ func backfill(ctx context.Context, conn *pgxpool.Conn, log *slog.Logger, st migr
 			break
 		}
 		done, batches = done+tag.RowsAffected(), batches+1
+		if s.onOnlineStep != nil {
+			s.onOnlineStep()
+		}
 		if batches%100 == 0 {
 			log.InfoContext(ctx, "backfill progress", "rows", done, "batches", batches,
 				"elapsed", time.Since(start).Round(time.Millisecond))
 		}
 	}
-	log.InfoContext(ctx, "backfill done", "rows", done, "batches", batches, "batch", migrateBatch,
+	log.InfoContext(ctx, "backfill done", "rows", done, "batches", batches, "batch", s.migrateBatch,
 		"took", time.Since(start).Round(time.Millisecond))
 	return nil
 }

@@ -5,11 +5,13 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"io/fs"
 	"log/slog"
 	"net/url"
 	"regexp"
 	"sync"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/baton-bot/baton/core/migration"
@@ -235,4 +237,74 @@ func TestOnlineIndexRebuildsAnInvalidOne(t *testing.T) {
 	if out := logs.String(); !regexp.MustCompile(`msg="dropping an index left invalid by an interrupted build, to build it again" .*index=job_events_at`).MatchString(out) {
 		t.Errorf("the log does not say the invalid index was dropped:\n%s", out)
 	}
+}
+
+// TestOnlineBackfillInBatches: a backfill of an online migration changes
+// its rows batch by batch, each batch committed alone (the rows it changed
+// are free for another connection to lock after it), and leaves every row
+// done, with the batches in the log.
+func TestOnlineBackfillInBatches(t *testing.T) {
+	const rows, batch = 2500, 1000
+	logs := &logBuffer{}
+	s := openStore(t, newSchema(t), Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	ctx := t.Context()
+	task := newTask(t, s)
+	if _, err := s.pool.Exec(ctx, `INSERT INTO comments (task_id, role, text, created_at) SELECT $1, 'user', 'hi', i FROM generate_series(1, $2) i`, task.ID, rows); err != nil {
+		t.Fatal(err)
+	}
+	fsys := fstest.MapFS{"migrations/0999_backfill.sql": {Data: []byte(`-- baton:online
+-- A test's backfill.
+-- baton:batch
+UPDATE comments SET text = 'backfilled'
+WHERE id IN (SELECT id FROM comments WHERE text <> 'backfilled' ORDER BY id LIMIT @batch);
+`)}}
+	names, _ := fs.Glob(migrations, "migrations/*.sql")
+	for _, name := range names {
+		b, err := fs.ReadFile(migrations, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fsys[name] = &fstest.MapFile{Data: b}
+	}
+	s.schema, s.migrateBatch = fsys, batch
+	other := adminConn(t)
+	var steps int
+	var held []error
+	s.onOnlineStep = func() {
+		steps++
+		tx, err := other.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx)
+		var n int
+		if err := tx.QueryRow(ctx, `SELECT COUNT(*) FROM (SELECT id FROM `+pgx.Identifier{schemaOf(t, s)}.Sanitize()+`.comments
+			WHERE text = 'backfilled' FOR UPDATE NOWAIT) c`).Scan(&n); err != nil {
+			held = append(held, err)
+		} else if n != min(steps*batch, rows) {
+			t.Errorf("after batch %d, %d rows backfilled", steps, n)
+		}
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if steps != 3 || len(held) > 0 {
+		t.Errorf("%d batches committed, rows still locked after them: %v; want 3 batches, none held", steps, held)
+	}
+	if n := countRows(t, s, `SELECT COUNT(*) FROM comments WHERE text <> 'backfilled'`); n != 0 {
+		t.Errorf("%d rows not backfilled", n)
+	}
+	if out := logs.String(); !regexp.MustCompile(`msg="backfill done" component=store server=\S+ migration=0999_backfill.sql rows=2500 batches=3 batch=1000`).MatchString(out) {
+		t.Errorf("the log lacks the backfill's end:\n%s", out)
+	}
+}
+
+// schemaOf is the schema the store's connections use.
+func schemaOf(t *testing.T, s *Store) string {
+	t.Helper()
+	var name string
+	if err := s.pool.QueryRow(t.Context(), `SELECT current_schema()`).Scan(&name); err != nil {
+		t.Fatal(err)
+	}
+	return name
 }

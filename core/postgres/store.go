@@ -133,7 +133,11 @@ type Store struct {
 	backoff time.Duration
 	onRetry func(try int, err error) // called before each retry; nil in production
 
-	progressEvery time.Duration // between an index build's progress lines; tests shorten it
+	// Migrations (see Migrate); tests change them.
+	schema        fs.FS         // holds migrations/*.sql
+	progressEvery time.Duration // between an index build's progress lines
+	migrateBatch  int           // rows per transaction of a backfill
+	onOnlineStep  func()        // called after each committed batch of a backfill; nil in production
 }
 
 // Open connects to the database at url (postgres://… or key=value
@@ -183,7 +187,9 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		tries:   7,
 		backoff: 20 * time.Millisecond,
 
+		schema:        migrations,
 		progressEvery: indexProgressEvery,
+		migrateBatch:  migrateBatch,
 	}
 	if err := s.connect(ctx, opts.ConnectRetries, timeout, red); err != nil {
 		pool.Close()
@@ -275,8 +281,12 @@ type schemaMigration struct {
 }
 
 // schema returns the embedded migrations in version order.
-func schema() ([]schemaMigration, error) {
-	names, err := fs.Glob(migrations, "migrations/*.sql")
+func schema() ([]schemaMigration, error) { return schemaIn(migrations) }
+
+// schemaIn returns the migrations of fsys (migrations/*.sql) in version
+// order.
+func schemaIn(fsys fs.FS) ([]schemaMigration, error) {
+	names, err := fs.Glob(fsys, "migrations/*.sql")
 	if err != nil {
 		return nil, err
 	}
@@ -289,7 +299,7 @@ func schema() ([]schemaMigration, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: name must start with a version number", base)
 		}
-		body, err := migrations.ReadFile(name)
+		body, err := fs.ReadFile(fsys, name)
 		if err != nil {
 			return nil, err
 		}
