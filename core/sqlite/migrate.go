@@ -94,6 +94,16 @@ func (s *Store) migrate(ctx context.Context, upTo int) error {
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
+	// An online migration reads between its statements on a connection
+	// of its own, closed after: a connection of the readers' pool would
+	// keep the schema it read then, and EXPLAIN, which never checks for a
+	// newer one, would plan without the indexes built after.
+	look, err := sql.Open("sqlite", dsn(s.path, busyTimeoutMS, false))
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	defer look.Close()
+	look.SetMaxOpenConns(1)
 	for _, m := range all {
 		if upTo > 0 && m.version > upTo {
 			break
@@ -102,7 +112,7 @@ func (s *Store) migrate(ctx context.Context, upTo int) error {
 		if migration.Online(m.body) {
 			apply = s.migrateOnline
 		}
-		applied, err := apply(ctx, m)
+		applied, err := apply(ctx, look, m)
 		if err != nil {
 			return fmt.Errorf("migrate %s: %w", m.name, err)
 		}
@@ -115,7 +125,7 @@ func (s *Store) migrate(ctx context.Context, upTo int) error {
 
 // migrateInTx runs m whole in one transaction with its record, unless it
 // is recorded already.
-func (s *Store) migrateInTx(ctx context.Context, m schemaMigration) (applied bool, err error) {
+func (s *Store) migrateInTx(ctx context.Context, _ *sql.DB, m schemaMigration) (applied bool, err error) {
 	err = s.tx(ctx, func(tx *txn) error {
 		applied = false
 		var n int
@@ -141,10 +151,10 @@ func (s *Store) migrateInTx(ctx context.Context, m schemaMigration) (applied boo
 
 // migrateOnline runs m's statements one by one, each in a transaction of
 // its own, and records m once they have all run; another process that
-// recorded it meanwhile leaves applied false.
-func (s *Store) migrateOnline(ctx context.Context, m schemaMigration) (applied bool, err error) {
+// recorded it meanwhile leaves applied false. Its reads go to look.
+func (s *Store) migrateOnline(ctx context.Context, look *sql.DB, m schemaMigration) (applied bool, err error) {
 	var n int
-	if err := s.reader.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations WHERE version = ?`, m.version).Scan(&n); err != nil {
+	if err := look.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations WHERE version = ?`, m.version).Scan(&n); err != nil {
 		return false, err
 	}
 	if n > 0 {
@@ -160,7 +170,7 @@ func (s *Store) migrateOnline(ctx context.Context, m schemaMigration) (applied b
 	for _, st := range steps {
 		switch {
 		case st.Index != "":
-			err = s.buildIndex(ctx, log, st)
+			err = s.buildIndex(ctx, look, log, st)
 		case st.Batch:
 			err = s.backfill(ctx, log, st)
 		default:
@@ -202,16 +212,16 @@ func (s *Store) onlineStep() {
 // buildIndex runs st, a CREATE INDEX, in a transaction of its own, and
 // logs the build; an index of that name that exists already is left as
 // it is.
-func (s *Store) buildIndex(ctx context.Context, log *slog.Logger, st migration.Step) error {
+func (s *Store) buildIndex(ctx context.Context, look *sql.DB, log *slog.Logger, st migration.Step) error {
 	var exists int
-	if err := s.reader.QueryRowContext(ctx, `SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name = ?`, st.Index).Scan(&exists); err != nil {
+	if err := look.QueryRowContext(ctx, `SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name = ?`, st.Index).Scan(&exists); err != nil {
 		return fmt.Errorf("index %s: %w", st.Index, err)
 	}
 	if exists > 0 {
 		return nil
 	}
 	var rows int64
-	if err := s.reader.QueryRowContext(ctx, `SELECT COUNT(*) FROM `+st.Table).Scan(&rows); err != nil {
+	if err := look.QueryRowContext(ctx, `SELECT COUNT(*) FROM `+st.Table).Scan(&rows); err != nil {
 		return fmt.Errorf("index %s: count the rows of %s: %w", st.Index, st.Table, err)
 	}
 	log.InfoContext(ctx, "building index (it holds the write lock until built)", "index", st.Index, "table", st.Table, "rows", rows)
