@@ -6,9 +6,14 @@
 // through a pgxpool.Pool.
 //
 // Open parses the URL, connects (retrying as Options say), applies the
-// embedded migrations and returns a ready Store. The tables live in the
-// connection's current schema; a search_path parameter in the URL picks
-// another (postgres://host/db?search_path=baton).
+// embedded migrations and returns a ready Store. A migration marked
+// "-- baton:online" (see core/migration and Migrate; 0007's indexes are)
+// runs outside a transaction, its indexes built CONCURRENTLY so that the
+// other processes sharing the database go on writing, with each build's
+// progress in the log.
+//
+// The tables live in the connection's current schema; a search_path
+// parameter in the URL picks another (postgres://host/db?search_path=baton).
 //
 // Every write is one transaction at READ COMMITTED. What core/sqlite gets
 // from its single writer, this store gets from row locks held until
@@ -107,6 +112,8 @@ type Options struct {
 	// Logger receives connection and transaction retries and migrations;
 	// nil discards.
 	Logger *slog.Logger
+
+	migrateUpTo int // tests stop Open's migrations at this version; 0: all
 }
 
 // defaultConnectTimeout is Options.ConnectTimeout's zero value.
@@ -125,6 +132,12 @@ type Store struct {
 	tries   int
 	backoff time.Duration
 	onRetry func(try int, err error) // called before each retry; nil in production
+
+	// Migrations (see Migrate); tests change them.
+	schema        fs.FS         // holds migrations/*.sql
+	progressEvery time.Duration // between an index build's progress lines
+	migrateBatch  int           // rows per transaction of a backfill
+	onOnlineStep  func()        // called after each committed batch of a backfill; nil in production
 }
 
 // Open connects to the database at url (postgres://… or key=value
@@ -173,12 +186,16 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		server:  server,
 		tries:   7,
 		backoff: 20 * time.Millisecond,
+
+		schema:        migrations,
+		progressEvery: indexProgressEvery,
+		migrateBatch:  migrateBatch,
 	}
 	if err := s.connect(ctx, opts.ConnectRetries, timeout, red); err != nil {
 		pool.Close()
 		return nil, err
 	}
-	if err := s.Migrate(ctx); err != nil {
+	if err := s.migrate(ctx, opts.migrateUpTo); err != nil {
 		pool.Close()
 		return nil, red.error(fmt.Errorf("open postgres store %s: %w", server, err))
 	}
@@ -256,21 +273,25 @@ func (s *Store) Heartbeat(ctx context.Context) error {
 	return nil
 }
 
-// migration is one embedded schema change.
-type migration struct {
+// schemaMigration is one embedded schema change.
+type schemaMigration struct {
 	version int
 	name    string
 	body    string
 }
 
 // schema returns the embedded migrations in version order.
-func schema() ([]migration, error) {
-	names, err := fs.Glob(migrations, "migrations/*.sql")
+func schema() ([]schemaMigration, error) { return schemaIn(migrations) }
+
+// schemaIn returns the migrations of fsys (migrations/*.sql) in version
+// order.
+func schemaIn(fsys fs.FS) ([]schemaMigration, error) {
+	names, err := fs.Glob(fsys, "migrations/*.sql")
 	if err != nil {
 		return nil, err
 	}
 	sort.Strings(names)
-	var out []migration
+	var out []schemaMigration
 	for _, name := range names {
 		base := path.Base(name)
 		prefix, _, _ := strings.Cut(base, "_")
@@ -278,11 +299,11 @@ func schema() ([]migration, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: name must start with a version number", base)
 		}
-		body, err := migrations.ReadFile(name)
+		body, err := fs.ReadFile(fsys, name)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, migration{version: version, name: base, body: string(body)})
+		out = append(out, schemaMigration{version: version, name: base, body: string(body)})
 	}
 	return out, nil
 }
@@ -294,72 +315,6 @@ func SchemaVersion() int {
 		return 0
 	}
 	return ms[len(ms)-1].version
-}
-
-// Migrate applies the embedded migrations not yet recorded in
-// schema_migrations, all in one transaction that holds a transaction-level
-// advisory lock of the schema: processes starting together wait for one
-// another, and each migration is applied once. Running it again is a
-// no-op. A database already at a version newer than this binary's is
-// refused with an error wrapping ErrNewerSchema that names both versions.
-func (s *Store) Migrate(ctx context.Context) error {
-	all, err := schema()
-	if err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	latest := all[len(all)-1].version
-	var applied []string
-	err = s.tx(ctx, func(tx db) error {
-		applied = applied[:0]
-		// Waiting for another process's migrations is not a slow statement.
-		if _, err := tx.exec(ctx, `SET LOCAL statement_timeout = 0`); err != nil {
-			return err
-		}
-		if _, err := tx.exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('baton.migrate:' || COALESCE(current_schema(), ''), 0))`); err != nil {
-			return err
-		}
-		if _, err := tx.exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
-			version    INTEGER PRIMARY KEY,
-			name       TEXT    NOT NULL,
-			applied_at BIGINT  NOT NULL
-		)`); err != nil {
-			return err
-		}
-		rows, err := tx.query(ctx, `SELECT version FROM schema_migrations`)
-		if err != nil {
-			return err
-		}
-		done, err := pgx.CollectRows(rows, pgx.RowTo[int])
-		if err != nil {
-			return err
-		}
-		if newest := slices.Max(append(done, 0)); newest > latest {
-			return fmt.Errorf("%w: the database is at schema version %d, this binary knows versions up to %d; run the Baton that migrated it, or a newer one",
-				ErrNewerSchema, newest, latest)
-		}
-		for _, m := range all {
-			if slices.Contains(done, m.version) {
-				continue
-			}
-			// A script: several statements, run as one simple query.
-			if _, err := tx.exec(ctx, m.body); err != nil {
-				return fmt.Errorf("%s: %w", m.name, err)
-			}
-			if _, err := tx.exec(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)`,
-				m.version, m.name, ms(time.Now())); err != nil {
-				return fmt.Errorf("%s: %w", m.name, err)
-			}
-			applied = append(applied, m.name)
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	for _, name := range applied {
-		s.log.InfoContext(ctx, "migration applied", "migration", name)
-	}
-	return nil
 }
 
 // tx runs fn in one READ COMMITTED transaction and commits it. A

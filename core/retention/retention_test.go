@@ -1,15 +1,20 @@
 package retention
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/baton-bot/baton/core"
 	"github.com/baton-bot/baton/core/sqlite"
+	"github.com/google/go-cmp/cmp"
 )
 
 // errDiskFull is SQLite's error when the disk fills.
@@ -31,9 +36,11 @@ func (f *fullAfter) Prune(ctx context.Context, r core.Retention, batch int) (cor
 }
 
 // TestDiskFullStopsPruningNotTheService: a disk that fills during pruning
-// ends the round — what was pruned stays pruned and counted — the loop
-// waits for its next round rather than failing, the store still takes
-// writes, and a later round prunes the rest.
+// ends the round — what was pruned stays pruned and counted — with a
+// warning naming the error; Run goes on rather than fail, the store still
+// takes writes between rounds, a round that meets the full disk again
+// stops at once, and the first round after space came back prunes the
+// rest.
 func TestDiskFullStopsPruningNotTheService(t *testing.T) {
 	ctx := t.Context()
 	dir := t.TempDir()
@@ -53,38 +60,63 @@ func TestDiskFullStopsPruningNotTheService(t *testing.T) {
 		}
 	}
 	p := &fullAfter{Pruner: s, n: 3}
-	var counted int64
+	var logs bytes.Buffer // written by Run's goroutine only, read after it returns
+	var counted []int64   // rows counted, per round
 	l, err := New(p, Config{Retention: core.Retention{Comments: 365 * 24 * time.Hour}, Batch: 1,
-		Pruned: func(n core.Pruned) { counted += n.Total() }})
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		Pruned: func(n core.Pruned) { counted[len(counted)-1] += n.Total() }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rounds := 0
+	counted = append(counted, 0)
+	var left []int // comments left after each round
+	var writes []error
 	runCtx, stop := context.WithCancel(ctx)
 	l.sleep = func(ctx context.Context, d time.Duration) error {
-		if d >= l.cfg.Every { // the wait for the next round: the first round is over
-			rounds++
+		if d < l.cfg.Every {
+			return nil // a pause between batches
+		}
+		// The wait for the next round: the service writes meanwhile.
+		c, err := s.RecentComments(ctx, task.ID, 10)
+		if err != nil {
+			t.Error(err)
+		}
+		left = append(left, len(c))
+		_, err = s.AddComment(ctx, core.Comment{TaskID: task.ID, Role: core.RoleUser, Text: "new"})
+		writes = append(writes, err)
+		switch len(left) {
+		case 1: // the disk is still full for the second round
+			p.calls, p.n = 0, 1
+		case 2: // space again
+			p.n = 0
+		case 3:
 			stop()
 			return context.Canceled
 		}
+		counted = append(counted, 0)
 		return nil
 	}
 	if err := l.Run(runCtx); err != nil {
 		t.Fatalf("Run = %v, want nil: a failed round is not the service's failure", err)
 	}
-	if rounds != 1 || counted != 2 {
-		t.Fatalf("rounds %d, pruned and counted %d; want one round that pruned 2 before the disk filled", rounds, counted)
+	if d := cmp.Diff([]int64{2, 0, 3}, counted); d != "" {
+		t.Errorf("rows pruned and counted per round (-want +got):\n%s", d)
 	}
-	left, err := s.RecentComments(ctx, task.ID, 10)
-	if err != nil || len(left) != 3 {
-		t.Fatalf("comments left = %d (%v), want 3", len(left), err)
+	// Each round's count of comments left includes the new ones written
+	// between rounds, which are young.
+	if d := cmp.Diff([]int{3, 4, 2}, left); d != "" {
+		t.Errorf("comments left after each round (-want +got):\n%s", d)
 	}
-	if _, err := s.AddComment(ctx, core.Comment{TaskID: task.ID, Role: core.RoleUser, Text: "new"}); err != nil {
-		t.Fatalf("the store after the failed round: %v", err)
+	for i, err := range writes {
+		if err != nil {
+			t.Errorf("a write after round %d: %v", i+1, err)
+		}
 	}
-	p.n = 0 // space again
-	got, err := l.Round(ctx)
-	if err != nil || got.Comments != 3 {
-		t.Fatalf("next round pruned %+v (%v), want the 3 old comments", got, err)
+	warn := regexp.MustCompile(`level=WARN msg="retention: pruning stopped for this round; the service goes on" error="retention: prune comments: database or disk is full \(13\)"`)
+	if got := len(warn.FindAllString(logs.String(), -1)); got != 2 {
+		t.Errorf("%d warnings of a full disk, want one per failed round (2):\n%s", got, logs.String())
+	}
+	if !strings.Contains(logs.String(), `msg="retention: pruned" jobs=0 events=0 comments=3`) {
+		t.Errorf("the log lacks the round that pruned the rest:\n%s", logs.String())
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/baton-bot/baton/core"
+	"github.com/baton-bot/baton/core/storetest"
 )
 
 func autoVacuum(t *testing.T, s *Store) int {
@@ -101,4 +102,22 @@ func TestPruneOnAStoreMadeBefore(t *testing.T) {
 	if freePages(t, s) == 0 {
 		t.Error("no free pages after pruning a store without auto_vacuum: where did the pages go?")
 	}
+}
+
+// TestPruneAhead runs storetest.PruneAhead: a clock set back never prunes
+// "the future".
+func TestPruneAhead(t *testing.T) {
+	s := newStore(t)
+	storetest.PruneAhead(t, s, func(t *testing.T, jobID int64, at time.Time) {
+		err := s.tx(t.Context(), func(tx *txn) error {
+			if _, err := tx.ExecContext(t.Context(), `UPDATE jobs SET finished_at = ? WHERE id = ?`, ms(at), jobID); err != nil {
+				return err
+			}
+			_, err := tx.ExecContext(t.Context(), `UPDATE job_events SET at = ? WHERE job_id = ?`, ms(at), jobID)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
 }

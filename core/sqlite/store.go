@@ -3,11 +3,18 @@
 // inbound dedup keys) with modernc.org/sqlite, a pure-Go driver.
 //
 // Open creates the file when needed, applies the embedded migrations and
-// returns a ready Store. Every connection runs in WAL mode with a busy
-// timeout and foreign keys on. Writes go through one writer connection in
-// BEGIN IMMEDIATE transactions, so they are serialized within a process and
-// take the database's write lock up front across processes; reads use a
-// separate pool and never wait for writers.
+// returns a ready Store. A migration marked "-- baton:online" (see
+// core/migration; 0013's indexes are) runs statement by statement, each
+// in a write transaction of its own, logging each index it builds (its
+// table's rows, how long it took) and backfilling in batches, so that
+// other processes sharing the file write between them; this process
+// serves nothing before Open returns.
+//
+// Every connection runs in WAL mode with a busy timeout and foreign keys
+// on. Writes go through one writer connection in BEGIN IMMEDIATE
+// transactions, so they are serialized within a process and take the
+// database's write lock up front across processes; reads use a separate
+// pool and never wait for writers.
 //
 // Writes that wait for the writer together are committed together (group
 // commit): the writer runs each one in a savepoint of one transaction, in
@@ -52,7 +59,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -79,6 +85,7 @@ type Options struct {
 	Logger *slog.Logger
 
 	checkpointEvery time.Duration // tests shorten it; 0 means checkpointEvery
+	migrateUpTo     int           // tests stop Open's migrations at this version; 0: all
 }
 
 // Store is core.Store on a SQLite file. It is safe for concurrent use,
@@ -106,6 +113,12 @@ type Store struct {
 	busyTries int
 	backoff   time.Duration
 	onBusy    func(try int) // called before each retry of a busy write; nil in production
+
+	// Migrations (see Migrate); tests change them.
+	schema        fs.FS         // holds migrations/*.sql
+	migrateBatch  int           // rows per transaction of a backfill
+	progressEvery time.Duration // between a backfill's progress lines
+	onOnlineStep  func()        // called after each committed step of an online migration; nil in production
 }
 
 // busyTimeoutMS is how long SQLite itself waits for a lock before a
@@ -168,6 +181,10 @@ func open(ctx context.Context, path string, opts Options, busyMS int) (*Store, e
 		ckpt:      ckpt,
 		ckptDone:  make(chan struct{}),
 		path:      path,
+
+		schema:        migrations,
+		migrateBatch:  migrateBatch,
+		progressEvery: migrateProgressEvery,
 	}
 	go s.writeLoop()
 	go s.checkpointLoop(every)
@@ -194,7 +211,7 @@ func open(ctx context.Context, path string, opts Options, busyMS int) (*Store, e
 		s.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	if err := s.Migrate(ctx); err != nil {
+	if err := s.migrate(ctx, opts.migrateUpTo); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
@@ -302,69 +319,6 @@ func (s *Store) Heartbeat(ctx context.Context) error {
 	})
 	if err != nil {
 		return fmt.Errorf("store heartbeat: %w", err)
-	}
-	return nil
-}
-
-// Migrate applies the embedded migrations not yet recorded in
-// schema_migrations, each in its own transaction. Running it again is a
-// no-op; concurrent runs (several processes starting) apply each
-// migration once.
-func (s *Store) Migrate(ctx context.Context) error {
-	err := s.tx(ctx, func(tx *txn) error {
-		_, err := tx.Tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
-			version    INTEGER PRIMARY KEY,
-			name       TEXT    NOT NULL,
-			applied_at INTEGER NOT NULL
-		)`)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	names, err := fs.Glob(migrations, "migrations/*.sql")
-	if err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		base := filepath.Base(name)
-		prefix, _, _ := strings.Cut(base, "_")
-		version, err := strconv.Atoi(prefix)
-		if err != nil {
-			return fmt.Errorf("migrate: %s: name must start with a version number", base)
-		}
-		body, err := migrations.ReadFile(name)
-		if err != nil {
-			return fmt.Errorf("migrate: %w", err)
-		}
-		var applied bool
-		err = s.tx(ctx, func(tx *txn) error {
-			applied = false
-			var n int
-			if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations WHERE version = ?`, version).Scan(&n); err != nil {
-				return err
-			}
-			if n > 0 {
-				return nil
-			}
-			// A script: run as it is, never kept as a statement.
-			if _, err := tx.Tx.ExecContext(ctx, string(body)); err != nil {
-				return err
-			}
-			if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
-				version, base, ms(time.Now())); err != nil {
-				return err
-			}
-			applied = true
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("migrate %s: %w", base, err)
-		}
-		if applied {
-			s.log.InfoContext(ctx, "migration applied", "migration", base)
-		}
 	}
 	return nil
 }

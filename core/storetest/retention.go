@@ -179,3 +179,75 @@ func testPrune(t *testing.T, s core.Store) {
 		t.Errorf("a second pruning removed %+v, want nothing", again)
 	}
 }
+
+// Stamp sets, behind the store's API, the time job jobID finished and the
+// time of each of its events to at: what a store holds of a job that
+// finished while the clock was ahead. The API stamps finished jobs with
+// the store's clock, so only an engine's own tests can give one.
+type Stamp func(t *testing.T, jobID int64, at time.Time)
+
+// PruneAhead checks that a clock set back never prunes "the future": a
+// finished job whose time is after the store's now (stamped by stamp as
+// finished and written three days ahead, before the clock went back) is
+// kept whole with its events by retention at every age, while a job of
+// the same closed task finished two hours ago, by the clock as it is
+// now, goes; and pruning comes to an end. Engines run it beside the
+// contract suite with their own stamp.
+func PruneAhead(t *testing.T, s core.Store, stamp Stamp) {
+	p, ok := s.(core.Pruner)
+	if !ok {
+		t.Fatalf("%T does not implement core.Pruner", s)
+	}
+	ctx := t.Context()
+	now := time.Now()
+	task := newTask(t, s)
+	finished := func(at time.Time) core.Job {
+		t.Helper()
+		j, err := s.CreateJob(ctx, core.Job{TaskID: task.ID, Piece: "default", Instruction: "do it"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.StartJob(ctx, j.ID, 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.AddEvent(ctx, core.JobEvent{JobID: j.ID, Kind: "note"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.FinishJob(ctx, j.ID, 1, core.Finish{To: core.JobSucceeded}); err != nil {
+			t.Fatal(err)
+		}
+		stamp(t, j.ID, at)
+		return j
+	}
+	ahead := finished(now.Add(72 * time.Hour))
+	past := finished(now.Add(-2 * time.Hour))
+	aheadBefore, err := s.Events(ctx, ahead.ID)
+	if err != nil || len(aheadBefore) == 0 {
+		t.Fatalf("events of the job ahead: %+v (%v)", aheadBefore, err)
+	}
+
+	for _, r := range []core.Retention{
+		{Events: time.Hour},
+		{FinishedJobs: time.Hour, Events: time.Hour, Comments: time.Hour},
+		{FinishedJobs: time.Millisecond, Events: time.Millisecond, Comments: time.Millisecond},
+	} {
+		pruneAll(t, p, r, 1)
+		j, err := s.Job(ctx, ahead.ID)
+		if err != nil {
+			t.Fatalf("after pruning %+v, the job finished ahead of the clock: %v; want it kept", r, err)
+		}
+		if !j.FinishedAt.After(now) {
+			t.Errorf("the job ahead finished at %v, want after %v", j.FinishedAt, now)
+		}
+		evs, err := s.Events(ctx, ahead.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := diff(aheadBefore, evs); d != "" {
+			t.Errorf("after pruning %+v, the events of the job ahead changed:\n%s", r, d)
+		}
+	}
+	if _, err := s.Job(ctx, past.ID); !errors.Is(err, core.ErrNotFound) {
+		t.Errorf("Job(%d), finished two hours ago, after pruning finished jobs past an hour: %v, want ErrNotFound", past.ID, err)
+	}
+}
