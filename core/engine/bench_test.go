@@ -13,23 +13,30 @@ import (
 )
 
 // BenchmarkTurnOverhead measures the engine's work for one agent turn
-// (SPEC §15) at a 100k-token context and at a 1M-token one (in a window
-// of 1,047,576 tokens, as long-context models offer): from a response
+// (SPEC §15) at contexts from 10k to 1M tokens (the 1M one in a window of
+// 1,047,576 tokens, as long-context models offer): from a response
 // received to the next request encoded — recording the assistant message
 // and its usage, adding a tool result, counting only the new content with
 // the tokenizer, checking the context ladder, and translating and
 // JSON-encoding the request (the messages sent before come from the
 // client's cache; the new ones are encoded). The tool itself and the
 // network are excluded. request-bytes is the size of the body,
-// encode-ns/op the part of the turn spent building it.
+// encode-ns/op the part of the turn spent building it, context-tokens the
+// movement's size before the turn. The targets are set at 100k and 1M;
+// the sizes between show how the cost grows (go run ./bot/perfplot -bench
+// plots them).
 //
 //	go test ./core/engine/ -run '^$' -bench TurnOverhead -benchmem
+//	go test ./core/engine/ -run '^$' -bench 'TurnOverhead/tokens=(100k|1M)$' -benchmem
 func BenchmarkTurnOverhead(b *testing.B) {
 	for _, c := range []struct {
 		name           string
 		tokens, window int
 	}{
+		{"tokens=10k", 10_000, 1_000_000},
+		{"tokens=50k", 50_000, 1_000_000},
 		{"tokens=100k", 100_000, 1_000_000},
+		{"tokens=300k", 300_000, 1_000_000},
 		{"tokens=1M", 1_000_000, 1_047_576},
 	} {
 		b.Run(c.name, func(b *testing.B) { benchTurn(b, c.tokens, c.window) })
@@ -66,7 +73,7 @@ func benchTurn(b *testing.B, fill, window int) {
 		add(llm.Message{Role: llm.RoleTool, ToolCallID: fmt.Sprint("c", i), Name: "Read", Content: strings.Clone(chunk())})
 	}
 	b.Logf("context: %d tokens in %d messages; %d source chunks", m.used(), len(msgs), len(corpus))
-	base := len(msgs)
+	base, contextTokens := len(msgs), m.used()
 	req := func() llm.Request {
 		return llm.Request{Messages: msgs, Tools: defs, MaxTokens: 4096, ToolChoice: llm.ToolChoiceAuto}
 	}
@@ -98,6 +105,7 @@ func benchTurn(b *testing.B, fill, window int) {
 		m.counts, m.total = m.counts[:base], sumInts(m.counts[:base])
 	}
 	b.ReportMetric(float64(size), "request-bytes")
+	b.ReportMetric(float64(contextTokens), "context-tokens")
 	b.ReportMetric(float64(encoding.Nanoseconds())/float64(b.N), "encode-ns/op")
 }
 
