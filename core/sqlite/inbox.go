@@ -25,14 +25,17 @@ func scanInbox(r scanner) (core.InboxEvent, error) {
 }
 
 // AddInbox implements core.InboxStore. It returns once the event is
-// committed: the caller may acknowledge it then.
+// committed and the WAL holding it is on disk, so that it survives a power
+// loss as well as a crash: the caller may acknowledge it then. An event
+// found in the inbox already is waited for in the same way (its own add
+// may still be waiting for the disk).
 func (s *Store) AddInbox(ctx context.Context, e core.InboxEvent) (core.InboxEvent, bool, error) {
 	if e.Platform == "" || e.Key == "" {
 		return core.InboxEvent{}, false, errors.New("add inbox: an event needs a platform and a key")
 	}
 	var out core.InboxEvent
 	var first bool
-	err := s.tx(ctx, func(tx *txn) error {
+	err := s.durableTx(ctx, func(tx *txn) error {
 		first = false
 		row := tx.QueryRowContext(ctx, `INSERT INTO inbox (platform, key, payload, received_at, tries, due_at)
 			VALUES (?, ?, ?, ?, 1, ?) ON CONFLICT (platform, key) DO NOTHING RETURNING `+inboxCols,

@@ -17,6 +17,16 @@
 // committed, so nothing about a single write's atomicity, isolation or
 // durability changes; a commit shares its cost among the writes it holds.
 //
+// Commits do not wait for the disk (synchronous=NORMAL: a commit is
+// written to the WAL, and a crash of the process loses nothing). A write
+// that must survive a power loss too — an inbox event, which is
+// acknowledged once AddInbox returns — is made durable after its commit by
+// a syncer of its own (see walSyncer): it returns only once an fdatasync
+// of the WAL begun after its commit has ended. The writer goes on with the
+// next writes meanwhile, and one fdatasync serves every durable write
+// committed before it began, so a slow disk delays only the durable
+// writes, never the others (a job's claim among them).
+//
 // Commits never checkpoint: a loop on a connection of its own copies the
 // WAL into the database file every second, beside the writer, so no write
 // waits for a checkpoint's copy and fsync.
@@ -102,6 +112,8 @@ type Store struct {
 	ckpt     *sql.DB       // one connection: background WAL checkpoints
 	ckptDone chan struct{} // closed when the checkpoint loop has stopped
 
+	syncer *walSyncer // makes durable writes durable once committed
+
 	// Busy handling; tests shorten them.
 	busyTries int
 	backoff   time.Duration
@@ -169,6 +181,8 @@ func open(ctx context.Context, path string, opts Options, busyMS int) (*Store, e
 		ckptDone:  make(chan struct{}),
 		path:      path,
 	}
+	s.syncer = newWALSyncer(path, s.log)
+	go s.syncer.run()
 	go s.writeLoop()
 	go s.checkpointLoop(every)
 	// The writer goes first: it creates the file and switches it to WAL,
@@ -374,7 +388,14 @@ func (s *Store) Migrate(ctx context.Context) error {
 // is retried with a short backoff; fn must therefore only touch the
 // transaction and variables it resets itself.
 func (s *Store) tx(ctx context.Context, fn func(tx *txn) error) error {
-	return s.retryBusy(ctx, func() error { return s.txOnce(ctx, fn) })
+	return s.retryBusy(ctx, func() error { return s.txOnce(ctx, fn, false) })
+}
+
+// durableTx is tx for a write that must survive a power loss once it
+// returns nil: it returns after an fdatasync of the WAL that began once
+// the write was committed.
+func (s *Store) durableTx(ctx context.Context, fn func(tx *txn) error) error {
+	return s.retryBusy(ctx, func() error { return s.txOnce(ctx, fn, true) })
 }
 
 // retryBusy calls f until it does not fail busy, at most busyTries times,
@@ -409,9 +430,10 @@ var ErrClosed = errors.New("store closed")
 
 // write is one transaction body waiting for the writer loop.
 type write struct {
-	ctx  context.Context
-	fn   func(tx *txn) error
-	done chan error // receives the outcome once
+	ctx     context.Context
+	fn      func(tx *txn) error
+	durable bool       // once committed, done waits for an fdatasync of the WAL (see walSyncer)
+	done    chan error // receives the outcome once
 }
 
 // checkpointEvery is how often the checkpoint loop copies the WAL into the
@@ -433,6 +455,7 @@ const walSizeLimit = 64 << 20
 // SQLite starts the WAL over at the first write after one has copied
 // everything. A checkpoint that finds another one running (another
 // process sharing the file) is skipped until the next tick.
+
 func (s *Store) checkpointLoop(every time.Duration) {
 	defer close(s.ckptDone)
 	t := time.NewTicker(every)
@@ -471,14 +494,17 @@ const maxBatch = 64
 
 // txOnce hands fn to the writer loop and waits for its outcome: committed
 // (nil), or fn's error, or the transaction's. Once handed over, fn is not
-// abandoned: the call returns after the writer is done with it.
-func (s *Store) txOnce(ctx context.Context, fn func(tx *txn) error) error {
+// abandoned: the call returns after the writer is done with it. A durable
+// write's nil comes once the WAL holding its commit is on disk; when that
+// sync fails, the write is committed but its error says it may not
+// survive a power loss.
+func (s *Store) txOnce(ctx context.Context, fn func(tx *txn) error, durable bool) error {
 	select {
 	case <-s.closing:
 		return ErrClosed
 	default:
 	}
-	w := &write{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	w := &write{ctx: ctx, fn: fn, durable: durable, done: make(chan error, 1)}
 	select {
 	case s.writes <- w:
 	case <-s.closing:
@@ -503,9 +529,11 @@ func (s *Store) txOnce(ctx context.Context, fn func(tx *txn) error) error {
 
 // writeLoop runs the writes handed to txOnce, taking with each one the
 // writes already waiting behind it, until Close. Writes still waiting then
-// fail with ErrClosed.
+// fail with ErrClosed; durable writes already committed are answered by
+// the syncer before the loop is done.
 func (s *Store) writeLoop() {
 	defer close(s.loopDone)
+	defer s.syncer.stop()
 	batch := make([]*write, 0, maxBatch)
 	for {
 		select {
@@ -563,7 +591,7 @@ func (s *Store) runBatch(batch []*write) {
 	}
 	switch len(live) {
 	case 1:
-		live[0].done <- s.runAlone(live[0])
+		s.answer(live[:1], []error{s.runAlone(live[0])})
 		return
 	}
 	errs, err := s.runTogether(live)
@@ -577,17 +605,30 @@ func (s *Store) runBatch(batch []*write) {
 			return
 		}
 		s.log.Warn("a group of writes failed together; running them one by one", "writes", len(live), "err", err)
-		for _, w := range live {
-			if cerr := w.ctx.Err(); cerr != nil {
-				w.done <- cerr
-				continue
+		errs = make([]error, len(live))
+		for i, w := range live {
+			if errs[i] = w.ctx.Err(); errs[i] == nil {
+				errs[i] = s.runAlone(w)
 			}
-			w.done <- s.runAlone(w)
 		}
-		return
 	}
-	for i, w := range live {
+	s.answer(live, errs)
+}
+
+// answer tells each write of a committed group its outcome: at once, but
+// for a durable write that succeeded, which the syncer answers once the
+// WAL is on disk.
+func (s *Store) answer(batch []*write, errs []error) {
+	var durable []*write
+	for i, w := range batch {
+		if w.durable && errs[i] == nil {
+			durable = append(durable, w)
+			continue
+		}
 		w.done <- errs[i]
+	}
+	if len(durable) > 0 {
+		s.syncer.add(durable)
 	}
 }
 
