@@ -102,3 +102,48 @@ func TestAddInboxWaitsForTheDisk(t *testing.T) {
 		t.Errorf("AddInbox when the sync failed = %v, want the sync's error", err)
 	}
 }
+
+// TestStageInboxBeforeTheDisk: a staged event is stored and seen by
+// readers while the WAL's sync still runs, and its durable returns only
+// once that sync has ended, with the sync's error when it failed.
+func TestStageInboxBeforeTheDisk(t *testing.T) {
+	s := newStore(t)
+	ctx := t.Context()
+	entered, release := make(chan struct{}), make(chan error)
+	s.syncer.fdatasync = func(*os.File) error {
+		entered <- struct{}{}
+		return <-release
+	}
+	stage := func(key string) (core.InboxEvent, func(context.Context) error) {
+		t.Helper()
+		e, first, durable, err := s.StageInbox(ctx, core.InboxEvent{Platform: core.PlatformSlack, Key: key, Payload: []byte("{}"), ReceivedAt: time.Now(), DueAt: time.Now()})
+		if err != nil || !first {
+			t.Fatalf("StageInbox(%s) = first %v, %v", key, first, err)
+		}
+		return e, durable
+	}
+	e, durable := stage("Ev1")
+	<-entered // the sync began: StageInbox returned without waiting for it
+	var n int
+	if err := s.reader.QueryRowContext(ctx, `SELECT count(*) FROM inbox WHERE id = ?`, e.ID).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("readers find %d events of id %d (%v), want the staged one", n, e.ID, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- durable(ctx) }()
+	select {
+	case err := <-done:
+		t.Fatalf("durable returned (%v) before the WAL was synced", err)
+	default:
+	}
+	release <- nil
+	if err := <-done; err != nil {
+		t.Fatalf("durable after the sync: %v", err)
+	}
+
+	_, durable = stage("Ev2")
+	<-entered
+	release <- errors.New("EIO")
+	if err := durable(ctx); err == nil || !strings.Contains(err.Error(), "EIO") {
+		t.Errorf("durable when the sync failed = %v, want the sync's error", err)
+	}
+}

@@ -20,7 +20,8 @@
 // Commits do not wait for the disk (synchronous=NORMAL: a commit is
 // written to the WAL, and a crash of the process loses nothing). A write
 // that must survive a power loss too — an inbox event, which is
-// acknowledged once AddInbox returns — is made durable after its commit by
+// acknowledged once AddInbox returns, or StageInbox's durable — is made
+// durable after its commit by
 // a syncer of its own (see walSyncer): it returns only once an fdatasync
 // of the WAL begun after its commit has ended. The writer goes on with the
 // next writes meanwhile, and one fdatasync serves every durable write

@@ -30,6 +30,7 @@ type walSyncer struct {
 
 	mu      sync.Mutex
 	pending []*write      // guarded by mu: committed, waiting for the next fdatasync
+	stopped bool          // guarded by mu: stop was called; add answers ErrClosed
 	wake    chan struct{} // one token: pending has writes
 	quit    chan struct{} // closed by stop
 	done    chan struct{} // closed when run has answered every write and returned
@@ -45,10 +46,18 @@ func newWALSyncer(dbPath string, log *slog.Logger) *walSyncer {
 }
 
 // add hands the syncer writes that are committed; each one's done
-// receives nil once the WAL is on disk, or the sync's error.
+// receives nil once the WAL is on disk, or the sync's error (ErrClosed
+// once the syncer has stopped). A write with only done set waits for
+// everything committed before add.
 func (y *walSyncer) add(ws []*write) {
 	y.mu.Lock()
 	defer y.mu.Unlock()
+	if y.stopped {
+		for _, w := range ws {
+			w.done <- ErrClosed
+		}
+		return
+	}
 	y.pending = append(y.pending, ws...)
 	select {
 	case y.wake <- struct{}{}:
@@ -59,6 +68,9 @@ func (y *walSyncer) add(ws []*write) {
 // stop answers the writes handed over so far and stops the syncer. Only
 // the writer loop calls it, once it will hand over no more.
 func (y *walSyncer) stop() {
+	y.mu.Lock()
+	y.stopped = true
+	y.mu.Unlock()
 	close(y.quit)
 	<-y.done
 }
