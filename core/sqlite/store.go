@@ -19,14 +19,13 @@
 //
 // Commits do not wait for the disk (synchronous=NORMAL: a commit is
 // written to the WAL, and a crash of the process loses nothing). A write
-// that must survive a power loss too — an inbox event, which is
-// acknowledged once AddInbox returns, or StageInbox's durable — is made
-// durable after its commit by
-// a syncer of its own (see walSyncer): it returns only once an fdatasync
-// of the WAL begun after its commit has ended. The writer goes on with the
-// next writes meanwhile, and one fdatasync serves every durable write
-// committed before it began, so a slow disk delays only the durable
-// writes, never the others (a job's claim among them).
+// that must survive a power loss too — an inbox event, acknowledged once
+// AddInbox, or StageInbox's durable, returns — is made durable after its
+// commit by a syncer of its own (see walSyncer): it returns only once an
+// fdatasync of the WAL begun after its commit has ended. The writer goes
+// on with the next writes meanwhile, and one fdatasync serves every
+// durable write committed before it began, so a slow disk delays only the
+// durable writes, never the others (a job's claim among them).
 //
 // Commits never checkpoint: a loop on a connection of its own copies the
 // WAL into the database file every second, beside the writer, so no write
