@@ -50,3 +50,16 @@ type InboxStore interface {
 	// InboxDone removes event id: handled, or given up on.
 	InboxDone(ctx context.Context, id int64) error
 }
+
+// InboxStager is an InboxStore whose commits reach the disk after they
+// return (SQLite's), which can hand an event over before it is durable:
+// the adapter then works on the event while the disk catches up, and
+// acknowledges it only once it is durable.
+type InboxStager interface {
+	// StageInbox adds e as AddInbox does, but returns once e is stored and
+	// visible, before it would survive a power loss, with durable, which
+	// returns nil once it would (or the sync's error, or ctx's). e may be
+	// handed over at once and acknowledged only after durable returned
+	// nil. durable is called at most once.
+	StageInbox(ctx context.Context, e InboxEvent) (stored InboxEvent, first bool, durable func(context.Context) error, err error)
+}

@@ -421,7 +421,7 @@ var (
 // hands it to the workers without waiting; only when it returns nil may
 // it be acknowledged. An empty key is the payload's SHA-256. It fails
 // when the backlog is full, Run is shutting down, or the inbox write did
-// not commit within acceptTimeout. An event under a key still in the inbox
+// not commit (and reach the disk, see record) within acceptTimeout. An event under a key still in the inbox
 // is acknowledged and not handed over again: whoever holds it handles it.
 // When the backlog filled up meanwhile and has no room before the deadline
 // either, the event is left to the next sweep.
@@ -441,7 +441,7 @@ func (a *Adapter) take(ctx context.Context, key string, payload []byte) error {
 	ctx, cancel := context.WithTimeout(ctx, acceptTimeout)
 	defer cancel()
 	now := time.Now()
-	e, first, err := a.cfg.Inbox.AddInbox(ctx, core.InboxEvent{
+	e, first, durable, err := a.record(ctx, core.InboxEvent{
 		Platform: core.PlatformSlack, Key: key, Payload: payload, ReceivedAt: now, DueAt: now.Add(inboxLease),
 	})
 	if err != nil {
@@ -449,7 +449,7 @@ func (a *Adapter) take(ctx context.Context, key string, payload []byte) error {
 	}
 	if !first {
 		a.log.Debug("slack event already in the inbox", "event", key)
-		return nil
+		return durable(ctx)
 	}
 	if !a.offer(ctx, e) {
 		// The backlog filled up meanwhile: the next sweep takes the
@@ -460,7 +460,25 @@ func (a *Adapter) take(ctx context.Context, key string, payload []byte) error {
 			a.log.Warn("a slack event waits for its lease to end", "event", key, "err", err)
 		}
 	}
+	// Handed over, the event is worked on while the disk catches up; the
+	// acknowledgement waits for it. When it fails, Slack sends the event
+	// again, which finds it in the inbox and is not handed over twice.
+	if err := durable(ctx); err != nil {
+		return fmt.Errorf("record the event: %w", err)
+	}
 	return nil
+}
+
+// record adds e to the inbox and returns durable, which returns once e
+// may be acknowledged: with a store that can hand an event over before it
+// is on disk (core.InboxStager), once it is; else at once, AddInbox having
+// waited for it.
+func (a *Adapter) record(ctx context.Context, e core.InboxEvent) (core.InboxEvent, bool, func(context.Context) error, error) {
+	if st, ok := a.cfg.Inbox.(core.InboxStager); ok {
+		return st.StageInbox(ctx, e)
+	}
+	e, first, err := a.cfg.Inbox.AddInbox(ctx, e)
+	return e, first, func(context.Context) error { return nil }, err
 }
 
 // offer hands e to the workers, waiting for room in the backlog until ctx

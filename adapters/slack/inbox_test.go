@@ -3,6 +3,7 @@ package slack
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -75,5 +76,62 @@ func TestInboxLeftByAnEarlierProcess(t *testing.T) {
 	defer svc.mu.Unlock()
 	if m := svc.messages[0]; m.EventID != "Ev1" || m.Text != "still there?" {
 		t.Errorf("handed over %+v", m)
+	}
+}
+
+// stagedInbox is a store whose events reach the disk when the test says
+// so: each StageInbox's durable returns what is sent on disk.
+type stagedInbox struct {
+	core.InboxStore
+	disk chan error
+}
+
+func (s *stagedInbox) StageInbox(ctx context.Context, e core.InboxEvent) (core.InboxEvent, bool, func(context.Context) error, error) {
+	e, first, err := s.AddInbox(ctx, e)
+	return e, first, func(ctx context.Context) error {
+		select {
+		case err := <-s.disk:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}, err
+}
+
+// TestEventHandedOverBeforeItIsDurable: with a store that can stage an
+// event (core.InboxStager), the event is handed over while it is not yet
+// on disk, and acknowledged only once it is; when it cannot be made
+// durable, Slack is answered with a failure and sends it again, and the
+// redelivery is acknowledged once durable. (Whether the redelivery is
+// handed over again depends on whether the first handling has removed
+// the event from the inbox yet; the service drops a repeat by its keys.)
+func TestEventHandedOverBeforeItIsDurable(t *testing.T) {
+	inbox := &stagedInbox{InboxStore: newInbox(t), disk: make(chan error)}
+	svc := &recorder{}
+	_, base := startHTTP(t, svc, slackfake.NewServer(t), Config{Inbox: inbox})
+	body := slackfake.MentionEvent("Ev1", "U1", "<@UBATON> hello", "1700000000.000100", "")
+	send := func() chan int {
+		res := make(chan int, 1)
+		go func() {
+			status, _ := do(t, slackfake.Sign(t, base, "/slack/events", body, time.Now(), "application/json"))
+			res <- status
+		}()
+		return res
+	}
+	first := send()
+	eventually(t, "the event handed over before it is on disk", func() bool { return svc.handed() == 1 })
+	select {
+	case status := <-first:
+		t.Fatalf("answered %d before the event was on disk", status)
+	default:
+	}
+	inbox.disk <- errors.New("EIO")
+	if status := <-first; status == 200 {
+		t.Fatal("acknowledged an event that could not be made durable")
+	}
+	again := send()
+	inbox.disk <- nil
+	if status := <-again; status != 200 {
+		t.Fatalf("the redelivery, durable: answered %d, want 200", status)
 	}
 }

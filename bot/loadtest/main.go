@@ -16,6 +16,7 @@
 //	go run ./bot/loadtest                       # 200 events/s for 30 s, in-process queue, SQLite
 //	REDIS_URL=redis://127.0.0.1:6379/0 go run ./bot/loadtest
 //	go run ./bot/loadtest -database-url 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable'
+//	go run ./bot/loadtest -disk-noise           # meanwhile 1 MB writes, each fsynced, on the store's filesystem
 //
 // Job rate (-worker-processes 1,2,4) measures how many jobs a second
 // worker processes finish: for each count N it starts one `baton gateway`,
@@ -78,6 +79,7 @@ type options struct {
 	settle      time.Duration // ingest: how long after the last send a job may still be claimed; job rate: how long the jobs may go without one finishing
 	target      time.Duration // the p99 the ingest run should stay under
 	keep        bool          // keep the work directory (config, store, logs) and a PostgreSQL schema
+	diskNoise   bool          // ingest: write and fsync 1 MB at a time in the work directory meanwhile (noise.go)
 	progress    io.Writer     // where the steps are told; nil: nowhere
 }
 
@@ -90,6 +92,7 @@ type result struct {
 	ServeCPU            time.Duration // user + system time of the serve process
 	ServePeakRSS        int64         // bytes (VmHWM)
 	Dir                 string        // the work directory, when kept
+	Noise               *noiseResult  // what -disk-noise did; nil without it
 }
 
 func main() {
@@ -106,6 +109,7 @@ func main() {
 	flag.DurationVar(&o.settle, "settle", 60*time.Second, "ingest: how long after the last send a job may still be claimed; job rate: how long the jobs may go without one finishing")
 	flag.DurationVar(&o.target, "target", 50*time.Millisecond, "ingest: p99 target")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (config, store, logs) and a PostgreSQL schema")
+	flag.BoolVar(&o.diskNoise, "disk-noise", false, "ingest: meanwhile write 1 MB and fsync it, in a loop, on the store's filesystem (the work directory)")
 	flag.Parse()
 	o.progress = os.Stderr
 	if processes != "" {
@@ -155,6 +159,7 @@ func (r result) report(o options) string {
 	fmt.Fprintf(&b, "lost             %d\n", r.Lost)
 	fmt.Fprintf(&b, "jobs succeeded   %d\n", r.Succeeded)
 	fmt.Fprintf(&b, "event→claimed    p50 %s  p90 %s  p99 %s  max %s\n", ms(r.P50), ms(r.P90), ms(r.P99), ms(r.Max))
+	b.WriteString(r.Noise.String())
 	fmt.Fprintf(&b, "serve process    %.1f CPU-seconds, peak RSS %.0f MB\n", r.ServeCPU.Seconds(), float64(r.ServePeakRSS)/(1<<20))
 	verdict := "met"
 	if r.Lost > 0 || r.Refused > 0 || r.P99 >= o.target {
@@ -305,14 +310,21 @@ func run(ctx context.Context, o options) (res result, err error) {
 	}
 	base := "http://" + addr
 
+	stopNoise, err := o.startNoise(dir)
+	if err != nil {
+		return res, err
+	}
 	sent, refused, store, err := sendAndOpen(ctx, o, db, base, secret)
 	if err != nil {
+		stopNoise()
 		return res, err
 	}
 	defer store.Close()
 	res.Sent, res.Refused = len(sent), refused
 	o.say("waiting for the last jobs to be claimed…")
-	if res.Succeeded, err = settle(ctx, store, len(sent)-refused, o.settle); err != nil {
+	res.Succeeded, err = settle(ctx, store, len(sent)-refused, o.settle)
+	res.Noise = stopNoise()
+	if err != nil {
 		return res, err
 	}
 	lat, err := latencies(ctx, store, sent)

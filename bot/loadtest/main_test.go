@@ -70,6 +70,35 @@ func TestLoadAgainstServe(t *testing.T) {
 	}
 }
 
+// TestLoadWithDiskNoise: -disk-noise writes and fsyncs in the run's
+// directory while the events are sent and claimed, the report tells its
+// rate, and the events are all claimed and succeed as without it (how
+// fast is the README's figure, not this test's).
+func TestLoadWithDiskNoise(t *testing.T) {
+	o := options{rate: 20, duration: time.Second, workers: 4, diskNoise: true, keep: true,
+		baton: batonBin(t), settle: 60 * time.Second, target: 50 * time.Millisecond, progress: t.Output()}
+	res, err := run(t.Context(), o)
+	if res.Dir != "" {
+		defer os.RemoveAll(res.Dir)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkIngest(t, o, res, 20)
+	if res.Noise == nil || res.Noise.Err != nil || res.Noise.Writes == 0 || res.Noise.Elapsed < o.duration || res.Noise.MBPerSecond() <= 0 {
+		t.Fatalf("noise = %+v; want writes made for the whole run, without an error", res.Noise)
+	}
+	if res.Noise.FsyncMax < res.Noise.FsyncP50 {
+		t.Errorf("fsync times out of order: %+v", res.Noise)
+	}
+	if report := res.report(o); !strings.Contains(report, fmt.Sprintf("disk noise       %.1f MB/s: %d writes of 1 MB each fsynced", res.Noise.MBPerSecond(), res.Noise.Writes)) {
+		t.Errorf("report lacks the noise's rate:\n%s", report)
+	}
+	if _, err := os.Stat(filepath.Join(res.Dir, "disk-noise")); !os.IsNotExist(err) {
+		t.Errorf("the noise's file is still there after the run (%v)", err)
+	}
+}
+
 // TestLoadOnPostgres: with -database-url the serve's store is a schema of
 // the run's own on that server, read back through core/postgres, and the
 // schema is gone once the run has ended.

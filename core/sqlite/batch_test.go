@@ -99,7 +99,7 @@ func TestGroupedWritesFailAlone(t *testing.T) {
 	errs := make([]error, len(calls))
 	var wg sync.WaitGroup
 	for i, c := range calls {
-		wg.Go(func() { errs[i] = s.txOnce(c.ctx, insertKey(c.key, c.fail)) })
+		wg.Go(func() { errs[i] = s.txOnce(c.ctx, insertKey(c.key, c.fail), false) })
 		waitQueued(t, s, i+1) // keep the order
 	}
 	cancel()
@@ -137,7 +137,7 @@ func TestBrokenGroupRunsWritesAlone(t *testing.T) {
 	errs := make([]error, len(fns))
 	var wg sync.WaitGroup
 	for i, fn := range fns {
-		wg.Go(func() { errs[i] = s.txOnce(t.Context(), fn) })
+		wg.Go(func() { errs[i] = s.txOnce(t.Context(), fn, false) })
 		waitQueued(t, s, i+1)
 	}
 	release()

@@ -11,6 +11,8 @@ import (
 	"github.com/baton-bot/baton/core"
 )
 
+var _ core.InboxStager = (*Store)(nil)
+
 const inboxCols = `id, platform, key, payload, received_at, tries, due_at, last_error`
 
 func scanInbox(r scanner) (core.InboxEvent, error) {
@@ -25,14 +27,48 @@ func scanInbox(r scanner) (core.InboxEvent, error) {
 }
 
 // AddInbox implements core.InboxStore. It returns once the event is
-// committed: the caller may acknowledge it then.
+// committed and the WAL holding it is on disk, so that it survives a power
+// loss as well as a crash: the caller may acknowledge it then. An event
+// found in the inbox already is waited for in the same way (its own add
+// may still be waiting for the disk).
 func (s *Store) AddInbox(ctx context.Context, e core.InboxEvent) (core.InboxEvent, bool, error) {
+	return s.addInbox(ctx, e, s.durableTx)
+}
+
+// StageInbox implements core.InboxStager: AddInbox, returning once the
+// event is committed, with durable, which returns once the WAL holding it
+// is on disk.
+func (s *Store) StageInbox(ctx context.Context, e core.InboxEvent) (core.InboxEvent, bool, func(context.Context) error, error) {
+	out, first, err := s.addInbox(ctx, e, s.tx)
+	if err != nil {
+		return core.InboxEvent{}, false, nil, err
+	}
+	// The event is committed: the next fdatasync begun from now covers it
+	// (or a duplicate's first add, committed before).
+	w := &write{done: make(chan error, 1)}
+	s.syncer.add([]*write{w})
+	durable := func(ctx context.Context) error {
+		select {
+		case err := <-w.done:
+			if err != nil {
+				return fmt.Errorf("add inbox %s event %q: %w", e.Platform, e.Key, err)
+			}
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("add inbox %s event %q: waiting for the disk: %w", e.Platform, e.Key, ctx.Err())
+		}
+	}
+	return out, first, durable, nil
+}
+
+// addInbox is AddInbox with the write made by tx.
+func (s *Store) addInbox(ctx context.Context, e core.InboxEvent, tx func(context.Context, func(*txn) error) error) (core.InboxEvent, bool, error) {
 	if e.Platform == "" || e.Key == "" {
 		return core.InboxEvent{}, false, errors.New("add inbox: an event needs a platform and a key")
 	}
 	var out core.InboxEvent
 	var first bool
-	err := s.tx(ctx, func(tx *txn) error {
+	err := tx(ctx, func(tx *txn) error {
 		first = false
 		row := tx.QueryRowContext(ctx, `INSERT INTO inbox (platform, key, payload, received_at, tries, due_at)
 			VALUES (?, ?, ?, ?, 1, ?) ON CONFLICT (platform, key) DO NOTHING RETURNING `+inboxCols,
