@@ -32,9 +32,13 @@ import (
 // The store=sqlite and store=postgres cases drain jobs of a store through
 // the same pool with worker.Executor, whose engine finishes each job at
 // once: each job costs the queue's claim and ack and the store's two
-// fenced transactions (StartJob, FinishJob). The PostgreSQL case skips
-// without a server (BATON_TEST_POSTGRES_URL), or fails with
-// BATON_REQUIRE_POSTGRES=1.
+// fenced transactions (StartJob, FinishJob). Beside each, River drains as
+// many no-op jobs of the same kind of store (a SQLite file of its own, a
+// PostgreSQL schema of its own) at the same concurrency; its case reports
+// baton/river, the ratio of the two jobs/s. Both report ins/s, the rate at
+// which their jobs were stored (one commit each, 8 writers), which is not
+// timed. The PostgreSQL cases skip without a server
+// (BATON_TEST_POSTGRES_URL), or fail with BATON_REQUIRE_POSTGRES=1.
 //
 //	go test ./queue/ -run '^$' -bench Drain -benchtime 20000x
 func BenchmarkDrain(b *testing.B) {
@@ -50,25 +54,46 @@ func BenchmarkDrain(b *testing.B) {
 	}
 	for _, workers := range []int{10, 50} {
 		for _, store := range []string{"sqlite", "postgres"} {
+			var baton float64 // jobs/s of the last run of Baton's case
 			b.Run(fmt.Sprintf("impl=baton/store=%s/workers=%d", store, workers), func(b *testing.B) {
 				st := openStore(b, store)
 				flush(b, rdb)
+				loadStart := time.Now()
 				loadStore(b, st, rdb, b.N)
+				loaded := time.Since(loadStart)
 				resetStats(b, rdb)
 				b.ResetTimer()
 				elapsed := drainStore(b, st, rdb, b.N, workers)
 				b.StopTimer()
 				cmds := commandCalls(b, rdb)
-				b.ReportMetric(float64(b.N)/elapsed.Seconds(), "jobs/s")
+				baton = float64(b.N) / elapsed.Seconds()
+				b.ReportMetric(baton, "jobs/s")
+				b.ReportMetric(float64(b.N)/loaded.Seconds(), "ins/s")
 				b.ReportMetric(float64(cmds)/float64(b.N), "cmds/job")
+			})
+			b.Run(fmt.Sprintf("impl=river/store=%s/workers=%d", store, workers), func(b *testing.B) {
+				r := openRiver(b, store)
+				loadStart := time.Now()
+				r.load(b, b.N)
+				loaded := time.Since(loadStart)
+				b.ResetTimer()
+				elapsed := r.drain(b, b.N, workers)
+				b.StopTimer()
+				river := float64(b.N) / elapsed.Seconds()
+				b.ReportMetric(river, "jobs/s")
+				b.ReportMetric(float64(b.N)/loaded.Seconds(), "ins/s")
+				if baton > 0 {
+					b.ReportMetric(baton/river, "baton/river")
+				}
 			})
 		}
 	}
 }
 
 // TestDrainStore drains a few jobs of each store as BenchmarkDrain does,
-// so that the benchmark's store cases keep working: every job ends
-// succeeded in the store, and the queue holds nothing.
+// through Baton and through River, so that the benchmark's store cases
+// keep working: every job ends succeeded (River: completed) in the store,
+// and Baton's queue holds nothing.
 func TestDrainStore(t *testing.T) {
 	rdb := redistest.Start(t).Client(t)
 	for _, store := range []string{"sqlite", "postgres"} {
@@ -87,6 +112,14 @@ func TestDrainStore(t *testing.T) {
 			}
 			if n[core.JobSucceeded] != 40 || total != 40 {
 				t.Errorf("jobs by state after the drain: %v, want 40 succeeded", n)
+			}
+		})
+		t.Run("river/"+store, func(t *testing.T) {
+			r := openRiver(t, store)
+			r.load(t, 40)
+			r.drain(t, 40, 8)
+			if completed, total := r.count(t); completed != 40 || total != 40 {
+				t.Errorf("River's jobs after the drain: %d completed of %d, want 40 of 40", completed, total)
 			}
 		})
 	}
