@@ -18,7 +18,7 @@ type vocab struct {
 // their bytes held in the slot: a lookup is one cache line where a Go map
 // of strings touches three, and lookups are most of counting.
 type shortRanks struct {
-	slots []shortSlot // a power of two, at most half full
+	slots []shortSlot // a power of two, at most three quarters full
 	shift uint        // 64 - log2(len(slots))
 }
 
@@ -66,7 +66,7 @@ func (t *shortRanks) put(s string, rank uint32) {
 // newShortRanks returns a table for up to n tokens.
 func newShortRanks(n int) shortRanks {
 	bits := uint(1)
-	for 1<<bits < 2*n {
+	for 3<<bits < 4*n {
 		bits++
 	}
 	return shortRanks{slots: make([]shortSlot, 1<<bits), shift: 64 - bits}
@@ -99,7 +99,11 @@ func loadVocab(c tokenizer.Codec) *vocab {
 	if split == nil {
 		return nil
 	}
-	var short []string
+	type token struct {
+		s  string
+		id uint32
+	}
+	var short []token
 	v := &vocab{long: make(map[string]uint32), split: split}
 	for id, gap := uint(0), 0; gap < maxGap && id < math.MaxUint32; id++ {
 		tok, err := c.Decode([]uint{id})
@@ -110,18 +114,13 @@ func loadVocab(c tokenizer.Codec) *vocab {
 		gap = 0
 		if len(tok) > 8 {
 			v.long[tok] = uint32(id)
-			continue
+		} else {
+			short = append(short, token{tok, uint32(id)})
 		}
-		for uint(len(short)) < id {
-			short = append(short, "")
-		}
-		short = append(short, tok)
 	}
 	v.short = newShortRanks(len(short))
-	for id, tok := range short {
-		if tok != "" {
-			v.short.put(tok, uint32(id))
-		}
+	for _, t := range short {
+		v.short.put(t.s, t.id)
 	}
 	return v
 }

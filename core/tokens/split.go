@@ -12,10 +12,9 @@ import (
 // generated matchers) at a few MB/s, quadratic in a long whitespace run.
 // The functions below make the same cuts in one pass: each returns the end
 // of the piece that starts at i, as the encoding's expression matches it
-// there, with the engine's own choices where they differ from the
-// expression's usual reading (see spaceRun). TestSplitMatchesTokenizer,
-// TestClasses and FuzzCountMatchesTokenizer compare them with the
-// tokenizer.
+// there, with the engine's own readings where they differ from the
+// expression's (see spaceRun and del). The tests in exact_test.go and
+// FuzzCountMatchesTokenizer compare every piece with the tokenizer's.
 //
 // The text is valid UTF-8 (Count replaces invalid bytes first, as the
 // tokenizer does), and i < len(s) is the start of a rune.
