@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -24,7 +25,8 @@ import (
 // transport: a reader over the cached pieces, never joined. The tool
 // itself and the network (writing the body's bytes out once) are
 // excluded. request-bytes is the size of the body, encode-ns/op the part
-// of the turn spent building it.
+// of the turn spent building it, cpu-ns/op the CPU time of a turn (see
+// cpuTime).
 //
 //	go test ./core/engine/ -run '^$' -bench TurnOverhead -benchmem
 func BenchmarkTurnOverhead(b *testing.B) {
@@ -82,6 +84,7 @@ func benchTurn(b *testing.B, fill, window int) {
 	var encoding time.Duration
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu0 := cpuTime(b)
 	for i := range b.N {
 		// Each turn starts from the same movement and appends what a turn
 		// brings: the model's answer and a tool result, both new strings.
@@ -101,8 +104,20 @@ func benchTurn(b *testing.B, fill, window int) {
 		size = body.Len()
 		m.counts, m.total = m.counts[:base], sumInts(m.counts[:base])
 	}
+	b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/op")
 	b.ReportMetric(float64(size), "request-bytes")
 	b.ReportMetric(float64(encoding.Nanoseconds())/float64(b.N), "encode-ns/op")
+}
+
+// cpuTime returns the CPU time the process has used (user and system, the
+// garbage collector's included). Beside ns/op, which counts the waits for
+// a core on a shared machine, cpu-ns/op is the work of a turn.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // sink keeps the benchmark's body reader alive.

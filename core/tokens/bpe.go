@@ -131,7 +131,7 @@ func (v *vocab) count(s string) int {
 	for i := 0; i < len(s); {
 		e := v.split(s, i)
 		if e <= i { // no piece starts here: the tokenizer passes over it
-			_, w := at(s, i)
+			_, w := classAt(s, i)
 			i += w
 			continue
 		}

@@ -44,7 +44,7 @@ func agree(t testing.TB, b *BPE, s string) {
 	for i := 0; i < len(s); {
 		e := v.split(s, i)
 		if e <= i { // passed over, by the tokenizer too
-			_, w := at(s, i)
+			_, w := classAt(s, i)
 			i += w
 			pos += w
 			continue
@@ -106,7 +106,7 @@ func TestCountMatchesTokenizer(t *testing.T) {
 	}
 }
 
-// TestClasses checks the class table against the classes the tokenizer's
+// TestClasses checks the class tables against the classes the tokenizer's
 // matchers test, for every rune.
 func TestClasses(t *testing.T) {
 	bmpOnce.Do(buildBMP)
@@ -127,8 +127,20 @@ func TestClasses(t *testing.T) {
 		if unicode.IsSpace(r) {
 			want |= cSpace
 		}
+		if r == '\r' || r == '\n' {
+			want |= cNewline
+		}
+		if r == 0x7f {
+			want |= cDel
+		}
 		if got := classOf(r); got != want {
-			t.Fatalf("classOf(%U) = %05b, want %05b", r, got, want)
+			t.Fatalf("classOf(%U) = %07b, want %07b", r, got, want)
+		}
+		if r >= 0xD800 && r < 0xE000 {
+			continue // not in valid UTF-8
+		}
+		if got, w := classAt(string(r), 0); got != want || w != utf8.RuneLen(r) {
+			t.Fatalf("classAt(%U) = %07b, %d, want %07b, %d", r, got, w, want, utf8.RuneLen(r))
 		}
 	}
 }

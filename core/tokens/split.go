@@ -13,31 +13,42 @@ import (
 // The functions below make the same cuts in one pass: each returns the end
 // of the piece that starts at i, as the encoding's expression matches it
 // there, with the engine's own readings where they differ from the
-// expression's (see spaceRun and del). The tests in exact_test.go and
+// expression's (see spaceRun and classSlow). The tests in exact_test.go and
 // FuzzCountMatchesTokenizer compare every piece with the tokenizer's.
 //
 // The text is valid UTF-8 (Count replaces invalid bytes first, as the
 // tokenizer does), and i < len(s) is the start of a rune.
 
 // splitter returns the end of the piece of s that starts at i, or i when
-// the expression matches nothing there (at a DEL, see del).
+// the expression matches nothing there (at a DEL, see classSlow).
 type splitter func(s string, i int) int
 
-// Character classes, as the expressions name them. Each rune has exactly
-// one general category, so a letter, a mark, a number and a space exclude
-// one another.
+// Character classes, as the expressions name them, and the two runes the
+// engine reads apart. Each rune has exactly one general category, so a
+// letter, a mark, a number and a space exclude one another.
 const (
-	cLetter = 1 << iota // \p{L}
-	cUpper              // [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]
-	cLower              // [\p{Ll}\p{Lm}\p{Lo}\p{M}]
-	cNumber             // \p{N}
-	cSpace              // \s, which the engine reads as unicode.IsSpace
+	cLetter  = 1 << iota // \p{L}
+	cUpper               // [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]
+	cLower               // [\p{Ll}\p{Lm}\p{Lo}\p{M}]
+	cNumber              // \p{N}
+	cSpace               // \s, which the engine reads as unicode.IsSpace
+	cNewline             // \r or \n
+	cDel                 // U+007F, see classSlow
 )
 
 // classSlow computes a rune's classes from Go's Unicode tables, the tables
 // the tokenizer's matchers use.
+//
+// U+007F (DEL) is marked apart: the engine's ASCII bitmaps leave it out of
+// the negated classes ([^\r\n\p{L}\p{N}], [^\s\p{L}\p{N}]) that should
+// take it. No alternative then matches at a DEL, and the engine passes
+// over it: the tokenizer gives it no token, and neither does Count.
 func classSlow(r rune) uint8 {
 	switch {
+	case r == '\r' || r == '\n':
+		return cSpace | cNewline
+	case r == 0x7f:
+		return cDel
 	case unicode.IsSpace(r):
 		return cSpace
 	case unicode.Is(unicode.Lu, r), unicode.Is(unicode.Lt, r):
@@ -54,10 +65,16 @@ func classSlow(r rune) uint8 {
 	return 0
 }
 
-// bmp holds the classes of the Basic Multilingual Plane, built on first
-// use (64 KB, a few milliseconds): looking a rune up in the Unicode tables
-// takes several binary searches.
+// ascii holds the classes of ASCII, bmp those of the Basic Multilingual
+// Plane, built on first use (64 KB, a few milliseconds): looking a rune up
+// in the Unicode tables takes several binary searches.
 var (
+	ascii = func() (t [utf8.RuneSelf]uint8) {
+		for r := range rune(len(t)) {
+			t[r] = classSlow(r)
+		}
+		return t
+	}()
 	bmpOnce sync.Once
 	bmp     *[1 << 16]uint8
 )
@@ -78,35 +95,37 @@ func classOf(r rune) uint8 {
 	return classSlow(r)
 }
 
-// at returns the rune at s[i] and its width.
-func at(s string, i int) (rune, int) {
+// classAt returns the classes of the rune at s[i] and its width. The
+// loops over runs of text look ASCII up in place (the call is not
+// inlined) and call it for the rest.
+func classAt(s string, i int) (uint8, int) {
 	if c := s[i]; c < utf8.RuneSelf {
-		return rune(c), 1
+		return ascii[c], 1
 	}
-	return utf8.DecodeRuneInString(s[i:])
+	r, w := utf8.DecodeRuneInString(s[i:])
+	return classOf(r), w
 }
 
-// del is U+007F, which the engine's ASCII bitmaps leave out of the
-// negated classes ([^\r\n\p{L}\p{N}], [^\s\p{L}\p{N}]) that should take
-// it. No alternative then matches at a DEL, and the engine passes over it:
-// the tokenizer gives it no token, and neither does Count.
-const del = 0x7f
-
-// prefixable reports whether r (of classes c) may stand before a word:
+// prefixable reports whether a rune of classes c may stand before a word:
 // [^\r\n\p{L}\p{N}] as the engine reads it.
-func prefixable(r rune, c uint8) bool {
-	return r != '\r' && r != '\n' && r != del && c&(cLetter|cNumber) == 0
-}
+func prefixable(c uint8) bool { return c&(cLetter|cNumber|cNewline|cDel) == 0 }
 
-// symbol reports whether r (of classes c) is in [^\s\p{L}\p{N}] as the
+// symbol reports whether a rune of classes c is in [^\s\p{L}\p{N}] as the
 // engine reads it.
-func symbol(r rune, c uint8) bool { return r != del && c&(cSpace|cLetter|cNumber) == 0 }
+func symbol(c uint8) bool { return c&(cSpace|cLetter|cNumber|cDel) == 0 }
 
 // run returns the end of the run of runes from i whose classes meet want.
 func run(s string, i int, want uint8) int {
 	for i < len(s) {
-		r, w := at(s, i)
-		if classOf(r)&want == 0 {
+		if b := s[i]; b < utf8.RuneSelf {
+			if ascii[b]&want == 0 {
+				break
+			}
+			i++
+			continue
+		}
+		c, w := classAt(s, i)
+		if c&want == 0 {
 			break
 		}
 		i += w
@@ -117,8 +136,8 @@ func run(s string, i int, want uint8) int {
 // upTo returns the end of at most n runes of class want from i.
 func upTo(s string, i, n int, want uint8) int {
 	for ; n > 0 && i < len(s); n-- {
-		r, w := at(s, i)
-		if classOf(r)&want == 0 {
+		c, w := classAt(s, i)
+		if c&want == 0 {
 			break
 		}
 		i += w
@@ -189,8 +208,13 @@ func symbols(s string, i int, tail int) int {
 	}
 	start := i
 	for i < len(s) {
-		r, w := at(s, i)
-		if !symbol(r, classOf(r)) {
+		c, w := uint8(0), 1
+		if b := s[i]; b < utf8.RuneSelf {
+			c = ascii[b]
+		} else {
+			c, w = classAt(s, i)
+		}
+		if !symbol(c) {
 			break
 		}
 		i += w
@@ -221,8 +245,8 @@ func spaceRun(s string, i int, newlines bool) int {
 			}
 			return p
 		}
-		r, w := at(s, p)
-		if classOf(r)&cSpace == 0 {
+		c, w := classAt(s, p)
+		if c&cSpace == 0 {
 			break
 		}
 		last = p
@@ -244,9 +268,8 @@ func spaceRun(s string, i int, newlines bool) int {
 //	|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?
 //	|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
 func splitO200k(s string, i int) int {
-	r0, w0 := at(s, i)
-	c0 := classOf(r0)
-	pre := prefixable(r0, c0)
+	c0, w0 := classAt(s, i)
+	pre := prefixable(c0)
 	if pre || c0&(cUpper|cLower) != 0 {
 		// The two word alternatives, each tried with the prefix rune and
 		// then without it, as the engine backtracks.
@@ -262,7 +285,7 @@ func splitO200k(s string, i int) int {
 		}
 		for _, st := range starts[from:] {
 			if st < len(s) {
-				if r, _ := at(s, st); classOf(r)&cUpper != 0 {
+				if c, _ := classAt(s, st); c&cUpper != 0 {
 					return contraction(s, run(s, run(s, st, cUpper), cLower))
 				}
 			}
@@ -286,8 +309,12 @@ func splitO200k(s string, i int) int {
 func casedWord(s string, st int) int {
 	p, lastBoth, lastW := st, -1, 0
 	for p < len(s) {
-		r, w := at(s, p)
-		c := classOf(r)
+		c, w := uint8(0), 1
+		if b := s[p]; b < utf8.RuneSelf {
+			c = ascii[b]
+		} else {
+			c, w = classAt(s, p)
+		}
 		if c&cUpper == 0 {
 			break
 		}
@@ -297,7 +324,7 @@ func casedWord(s string, st int) int {
 		p += w
 	}
 	if p < len(s) {
-		if r, _ := at(s, p); classOf(r)&cLower != 0 {
+		if c, _ := classAt(s, p); c&cLower != 0 {
 			return run(s, p, cLower)
 		}
 	}
@@ -314,13 +341,12 @@ func splitCl100k(s string, i int) int {
 	if e := contraction(s, i); e > i {
 		return e
 	}
-	r0, w0 := at(s, i)
-	c0 := classOf(r0)
+	c0, w0 := classAt(s, i)
 	if c0&cLetter != 0 {
 		return run(s, i, cLetter)
 	}
-	if prefixable(r0, c0) && i+w0 < len(s) {
-		if r, _ := at(s, i+w0); classOf(r)&cLetter != 0 {
+	if prefixable(c0) && i+w0 < len(s) {
+		if c, _ := classAt(s, i+w0); c&cLetter != 0 {
 			return run(s, i+w0, cLetter)
 		}
 	}
@@ -345,8 +371,7 @@ func splitP50k(s string, i int) int {
 		st++ // taken for good: the engine's loop is atomic
 	}
 	if st < len(s) {
-		r, _ := at(s, st)
-		switch c := classOf(r); {
+		switch c, _ := classAt(s, st); {
 		case c&cLetter != 0:
 			return run(s, st, cLetter)
 		case c&cNumber != 0:
