@@ -9,14 +9,16 @@ import (
 // vocab is one encoding's merge ranks and pre-split: what Count needs to
 // count as the tokenizer does, without its regular-expression engine.
 type vocab struct {
-	short shortRanks        // the ranks of tokens of up to 8 bytes
+	tiny  tinyRanks         // the ranks of tokens of up to 5 bytes
+	short shortRanks        // of 6 to 8 bytes
 	long  map[string]uint32 // of the longer ones
 	split splitter
 }
 
 // shortRanks is an open-addressing table of the tokens of up to 8 bytes,
 // their bytes held in the slot: a lookup is one cache line where a Go map
-// of strings touches three, and lookups are most of counting.
+// of strings touches three, and lookups, most of them cache misses when
+// the text is new, are most of counting.
 type shortRanks struct {
 	slots []shortSlot // a power of two, at most three quarters full
 	shift uint        // 64 - log2(len(slots))
@@ -63,12 +65,63 @@ func (t *shortRanks) put(s string, rank uint32) {
 	t.slots[i] = shortSlot{key, rank, uint32(len(s))}
 }
 
-// newShortRanks returns a table for up to n tokens.
-func newShortRanks(n int) shortRanks {
+// tinyRanks is shortRanks for tokens of up to 5 bytes in 8-byte slots —
+// the bytes, the length and the rank in one word — so that the tokens
+// most lookups are for (the pairs that merging tries) fill 1 MB, not 4.
+type tinyRanks struct {
+	slots []uint64 // a power of two, at most three quarters full; 0 is empty
+	shift uint
+}
+
+const (
+	tinyMax     = 5
+	tinyKeyBits = 8*tinyMax + 3 // the bytes and the length
+	tinyKeyMask = 1<<tinyKeyBits - 1
+)
+
+func tinyKey(s string) uint64 { return pack(s) | uint64(len(s))<<(8*tinyMax) }
+
+func (t *tinyRanks) home(key uint64) uint64 { return (key * 0x9E3779B97F4A7C15) >> t.shift }
+
+func (t *tinyRanks) get(s string) uint32 {
+	key, mask := tinyKey(s), uint64(len(t.slots)-1)
+	for i := t.home(key); ; i = (i + 1) & mask {
+		sl := t.slots[i]
+		if sl == 0 {
+			return noRank
+		}
+		if sl&tinyKeyMask == key {
+			return uint32(sl >> tinyKeyBits)
+		}
+	}
+}
+
+func (t *tinyRanks) put(s string, rank uint32) {
+	key, mask := tinyKey(s), uint64(len(t.slots)-1)
+	i := t.home(key)
+	for t.slots[i] != 0 {
+		i = (i + 1) & mask
+	}
+	t.slots[i] = key | uint64(rank)<<tinyKeyBits
+}
+
+// tableBits returns the log2 of a table's slots for n entries.
+func tableBits(n int) uint {
 	bits := uint(1)
 	for 3<<bits < 4*n {
 		bits++
 	}
+	return bits
+}
+
+func newTinyRanks(n int) tinyRanks {
+	bits := tableBits(n)
+	return tinyRanks{slots: make([]uint64, 1<<bits), shift: 64 - bits}
+}
+
+// newShortRanks returns a table for up to n tokens.
+func newShortRanks(n int) shortRanks {
+	bits := tableBits(n)
 	return shortRanks{slots: make([]shortSlot, 1<<bits), shift: 64 - bits}
 }
 
@@ -103,7 +156,7 @@ func loadVocab(c tokenizer.Codec) *vocab {
 		s  string
 		id uint32
 	}
-	var short []token
+	var tiny, short []token
 	v := &vocab{long: make(map[string]uint32), split: split}
 	for id, gap := uint(0), 0; gap < maxGap && id < math.MaxUint32; id++ {
 		tok, err := c.Decode([]uint{id})
@@ -112,13 +165,19 @@ func loadVocab(c tokenizer.Codec) *vocab {
 			continue
 		}
 		gap = 0
-		if len(tok) > 8 {
+		switch {
+		case len(tok) > 8:
 			v.long[tok] = uint32(id)
-		} else {
+		case len(tok) > tinyMax || id >= 1<<(64-tinyKeyBits):
 			short = append(short, token{tok, uint32(id)})
+		default:
+			tiny = append(tiny, token{tok, uint32(id)})
 		}
 	}
-	v.short = newShortRanks(len(short))
+	v.tiny, v.short = newTinyRanks(len(tiny)), newShortRanks(len(short))
+	for _, t := range tiny {
+		v.tiny.put(t.s, t.id)
+	}
 	for _, t := range short {
 		v.short.put(t.s, t.id)
 	}
@@ -162,7 +221,10 @@ func (v *vocab) piece(p string) int {
 
 // rank returns the rank of the token p, noRank when p is none.
 func (v *vocab) rank(p string) uint32 {
-	if len(p) <= 8 {
+	switch {
+	case len(p) <= tinyMax:
+		return v.tiny.get(p)
+	case len(p) <= 8:
 		return v.short.get(p)
 	}
 	if r, ok := v.long[p]; ok {
