@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 
 	openai "github.com/sashabaranov/go-openai"
 )
@@ -17,6 +19,9 @@ import (
 // a request without its messages and tools — go-openai still validates the
 // model and the token limits, sends, retries nothing, decodes the reply and
 // its errors — and the recorder puts the body built here on the wire.
+// The body is the cached encodings of the messages read one after the
+// other (Body), so a turn of a million-token movement does not copy its
+// 3.8 MB into one buffer before the transport copies it again.
 
 // bodyRequest is the JSON of a chat completion request.
 type bodyRequest struct {
@@ -102,8 +107,9 @@ type bodyOptions struct {
 // encodeBody returns the JSON body for req, whose model and token limit
 // wreq (go-openai's validated request) already settled. The messages come
 // from cache, which encodes only those it has not seen (msgcache.go); a nil
-// cache encodes them all.
-func encodeBody(cache *msgCache, req Request, wreq openai.ChatCompletionRequest, o bodyOptions) ([]byte, error) {
+// cache encodes them all. The body shares the cached encodings, which are
+// never changed.
+func encodeBody(cache *msgCache, req Request, wreq openai.ChatCompletionRequest, o bodyOptions) (*Body, error) {
 	b := bodyRequest{
 		Model: wreq.Model, MaxTokens: wreq.MaxTokens, MaxCompletionTokens: wreq.MaxCompletionTokens,
 		ReasoningEffort: o.effort,
@@ -154,22 +160,110 @@ func encodeBody(cache *msgCache, req Request, wreq openai.ChatCompletionRequest,
 	if at < 0 {
 		return nil, fmt.Errorf("encode request: no messages field")
 	}
-	head, tail := frame[:at+len(messagesNull)-len("null")], frame[at+len(messagesNull):]
-	n := len(head) + len(tail) + 2 + max(len(msgs)-1, 0)
+	cut := at + len(messagesNull) - len("null")
+	head := append(frame[:cut:cut], '[')
+	tail := append([]byte{']'}, frame[at+len(messagesNull):]...)
+	return newBody(head, msgs, tail), nil
+}
+
+// Body is the JSON body of a chat completion request, kept as the pieces
+// it is made of — the request around its messages, and each message's
+// encoding, shared with the client's cache — and never joined: sending a
+// turn's body does not copy the context into one buffer. A Body is not
+// changed once built; it is safe for concurrent use.
+type Body struct {
+	head, tail []byte   // up to and with the messages' '[', from their ']'
+	msgs       [][]byte // each message's JSON
+	size       int
+}
+
+func newBody(head []byte, msgs [][]byte, tail []byte) *Body {
+	n := len(head) + len(tail) + max(len(msgs)-1, 0)
 	for _, m := range msgs {
 		n += len(m)
 	}
-	body := make([]byte, 0, n)
-	body = append(body, head...)
-	body = append(body, '[')
-	for i, m := range msgs {
-		if i > 0 {
-			body = append(body, ',')
-		}
-		body = append(body, m...)
+	return &Body{head: head, tail: tail, msgs: msgs, size: n}
+}
+
+// Len returns the body's length in bytes (the request's Content-Length).
+func (b *Body) Len() int { return b.size }
+
+// Reader returns a reader of the body from its start; each call returns a
+// new one. The reader is also an io.WriterTo, which writes the pieces as
+// they are.
+func (b *Body) Reader() io.Reader { return &bodyReader{b: b} }
+
+// Bytes returns the body joined into one slice, a copy.
+func (b *Body) Bytes() []byte {
+	out := make([]byte, 0, b.size)
+	for k := range b.parts() {
+		out = append(out, b.part(k)...)
 	}
-	body = append(body, ']')
-	return append(body, tail...), nil
+	return out
+}
+
+// into makes b the body of req, with its length and a way to read it
+// again (GetBody) for the transport's own retries and redirects.
+func (b *Body) into(req *http.Request) {
+	req.Body = io.NopCloser(b.Reader())
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(b.Reader()), nil }
+	req.ContentLength = int64(b.size)
+}
+
+// parts returns the number of pieces: the head, the messages with a comma
+// between each two, the tail.
+func (b *Body) parts() int { return 2 + max(2*len(b.msgs)-1, 0) }
+
+var comma = []byte{','}
+
+// part returns piece k of parts().
+func (b *Body) part(k int) []byte {
+	switch {
+	case k == 0:
+		return b.head
+	case k == b.parts()-1:
+		return b.tail
+	case k%2 == 0:
+		return comma
+	}
+	return b.msgs[k/2]
+}
+
+// bodyReader reads a Body piece by piece.
+type bodyReader struct {
+	b   *Body
+	k   int // the piece being read
+	off int // within it
+}
+
+func (r *bodyReader) Read(p []byte) (int, error) {
+	n := 0
+	for n < len(p) && r.k < r.b.parts() {
+		c := copy(p[n:], r.b.part(r.k)[r.off:])
+		n += c
+		r.off += c
+		if r.off == len(r.b.part(r.k)) {
+			r.k, r.off = r.k+1, 0
+		}
+	}
+	if n == 0 && len(p) > 0 {
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+// WriteTo writes what is left of the body to w, each piece in one Write.
+func (r *bodyReader) WriteTo(w io.Writer) (int64, error) {
+	var total int64
+	for ; r.k < r.b.parts(); r.k, r.off = r.k+1, 0 {
+		n, err := w.Write(r.b.part(r.k)[r.off:])
+		total += int64(n)
+		if err != nil {
+			r.off += n
+			return total, err
+		}
+	}
+	return total, nil
 }
 
 // reasoningBack encodes again, with their reasoning, the assistant

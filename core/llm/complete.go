@@ -185,7 +185,7 @@ func (c *Client) listModels(ctx context.Context) ([]string, bool) {
 	return ids, true
 }
 
-func (c *Client) attempt(ctx context.Context, wreq openai.ChatCompletionRequest, body []byte) (Response, *failure) {
+func (c *Client) attempt(ctx context.Context, wreq openai.ChatCompletionRequest, body *Body) (Response, *failure) {
 	actx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	x := &exchange{request: body}
@@ -443,7 +443,7 @@ type exchangeKey struct{}
 // a usage object at all. It is used by one goroutine: go-openai reads the
 // reply within the call that sent the request.
 type exchange struct {
-	request   []byte // the body to send in place of go-openai's (body.go)
+	request   *Body // the body to send in place of go-openai's (body.go)
 	header    http.Header
 	body      bytes.Buffer // the reply's first bodyKeep bytes
 	truncated bool
@@ -497,10 +497,7 @@ func (r recorder) Do(req *http.Request) (*http.Response, error) {
 	r.profile.decorate(req, r.apiKey)
 	x, _ := req.Context().Value(exchangeKey{}).(*exchange)
 	if x != nil && x.request != nil {
-		body := x.request
-		req.Body = io.NopCloser(bytes.NewReader(body))
-		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-		req.ContentLength = int64(len(body))
+		x.request.into(req)
 	}
 	resp, err := r.hc.Do(req)
 	if err != nil {

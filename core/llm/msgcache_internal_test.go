@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"reflect"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	openai "github.com/sashabaranov/go-openai"
 )
@@ -47,6 +49,31 @@ func freshBody(t *testing.T, req Request, wreq openai.ChatCompletionRequest, num
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 }
 
+// sent returns what the transport sends of b, checking that every way of
+// reading it — small reads, whole pieces written, the joined copy — gives
+// the same bytes, Len of them.
+func sent(t *testing.T, b *Body) []byte {
+	t.Helper()
+	small, err := io.ReadAll(iotest.OneByteReader(b.Reader()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var written bytes.Buffer
+	if _, err := io.Copy(&written, b.Reader()); err != nil { // through WriteTo
+		t.Fatal(err)
+	}
+	if err := iotest.TestReader(b.Reader(), small); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(written.Bytes(), small) || !bytes.Equal(b.Bytes(), small) {
+		t.Fatalf("the body reads differently in small reads, written whole and joined:\n%s\n%s\n%s", small, written.Bytes(), b.Bytes())
+	}
+	if len(small) != b.Len() {
+		t.Fatalf("body of %d bytes has Len %d", len(small), b.Len())
+	}
+	return small
+}
+
 // TestCachedBodyMatchesFresh: over a movement's life — messages appended,
 // tool results masked in place, calls and images changed in place in the
 // caller's slices, the history compacted into a summary, equal text in
@@ -72,10 +99,11 @@ func TestCachedBodyMatchesFresh(t *testing.T) {
 		t.Helper()
 		req := Request{Messages: msgs, Tools: tools, MaxTokens: 512, ToolChoice: ToolChoiceAuto}
 		wreq := openai.ChatCompletionRequest{Model: model, MaxTokens: 512, ToolChoice: ToolChoiceAuto}
-		got, err := encodeBody(c, req, wreq, bodyOptions{numCtx: numCtx})
+		b, err := encodeBody(c, req, wreq, bodyOptions{numCtx: numCtx})
 		if err != nil {
 			t.Fatalf("%s: %v", step, err)
 		}
+		got := sent(t, b)
 		want := freshBody(t, req, wreq, numCtx)
 		if !bytes.Equal(got, want) {
 			t.Fatalf("%s: cached body differs from a fresh encoding\n got: %s\nwant: %s", step, got, want)

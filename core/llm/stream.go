@@ -34,13 +34,14 @@ const errorBodyMax = 1 << 20
 
 // streamAttempt sends body (a stream request) once and assembles the
 // answer, passing text deltas to onText when it is not nil.
-func (c *Client) streamAttempt(ctx context.Context, body []byte, onText func(string)) (Response, *failure) {
+func (c *Client) streamAttempt(ctx context.Context, body *Body, onText func(string)) (Response, *failure) {
 	actx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	hreq, err := http.NewRequestWithContext(actx, http.MethodPost, c.baseURL+"/chat/completions", bytes.NewReader(body))
+	hreq, err := http.NewRequestWithContext(actx, http.MethodPost, c.baseURL+"/chat/completions", nil)
 	if err != nil {
 		return Response{}, &failure{err: errors.New(c.redact(err.Error()))}
 	}
+	body.into(hreq)
 	hreq.Header.Set("Content-Type", "application/json")
 	hreq.Header.Set("Accept", "text/event-stream")
 	if c.apiKey != "" {

@@ -181,9 +181,10 @@ func toolNames(tools []ToolDef) func(string) bool {
 }
 
 // Encode returns the JSON body Complete would send for req (the
-// translation and the encoding, without the network). Benchmarks of the
-// engine's per-turn work use it.
-func (c *Client) Encode(req Request) ([]byte, error) {
+// translation and the encoding, without the network), built as Complete
+// builds it, from the client's cache of encoded messages. Benchmarks of
+// the engine's per-turn work use it.
+func (c *Client) Encode(req Request) (*Body, error) {
 	w, err := c.wireRequest(req)
 	if err != nil {
 		return nil, err
