@@ -78,6 +78,7 @@ type options struct {
 	settle      time.Duration // ingest: how long after the last send a job may still be claimed; job rate: how long the jobs may go without one finishing
 	target      time.Duration // the p99 the ingest run should stay under
 	keep        bool          // keep the work directory (config, store, logs) and a PostgreSQL schema
+	fill        int           // tenths of a busy year written into the store before baton starts (storefill.Scale); 0: an empty store
 	progress    io.Writer     // where the steps are told; nil: nowhere
 }
 
@@ -106,6 +107,7 @@ func main() {
 	flag.DurationVar(&o.settle, "settle", 60*time.Second, "ingest: how long after the last send a job may still be claimed; job rate: how long the jobs may go without one finishing")
 	flag.DurationVar(&o.target, "target", 50*time.Millisecond, "ingest: p99 target")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (config, store, logs) and a PostgreSQL schema")
+	flag.IntVar(&o.fill, "fill", 0, "write this many tenths of a busy year of finished work into the store before baton starts (10: 1M jobs, 300k tasks, 10M events); 0: an empty store")
 	flag.Parse()
 	o.progress = os.Stderr
 	if processes != "" {
@@ -193,6 +195,12 @@ func (o options) workDir(pattern string) (dir string, cleanup func(), err error)
 func (o options) store(ctx context.Context, dir string) (db *database, cleanup func(), err error) {
 	db, err = newDatabase(ctx, o.databaseURL, dir)
 	if err != nil {
+		return nil, nil, err
+	}
+	if err := o.fillStore(ctx, db); err != nil {
+		if !o.keep {
+			_ = db.drop()
+		}
 		return nil, nil, err
 	}
 	if o.keep {
