@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"flag"
-	"fmt"
 	"testing"
 	"time"
 
@@ -17,35 +16,21 @@ var largeScale = flag.Int("large.scale", 1, "size of BenchmarkHotPathLargeStore'
 
 // BenchmarkHotPathLargeStore measures the store's part of one event's work
 // (storetest.HotPath) on an empty store and on one filled with
-// storefill.Scale(-large.scale), to show the cost does not grow with the
-// work done. The store is in a schema of its own, as the package's tests
-// are, with the pool's default size:
+// storefill.Scale(-large.scale), event by event in turn
+// (storetest.BenchHotPath), to show the cost does not grow with the work
+// done. Each store is in a schema of its own, as the package's tests are,
+// with the pool's default size:
 //
 //	go test ./core/postgres -run '^$' -bench HotPathLargeStore -benchtime 2000x -large.scale 10
 func BenchmarkHotPathLargeStore(b *testing.B) {
-	for _, sizes := range []storefill.Sizes{{}, storefill.Scale(*largeScale)} {
-		name := "store=empty"
-		if !sizes.Empty() {
-			name = fmt.Sprintf("store=%dk-jobs", sizes.Jobs/1000)
-		}
-		b.Run(name, func(b *testing.B) {
-			ctx := b.Context()
-			url := newSchema(b)
-			s := openStore(b, url, Options{WorkspaceRoot: b.TempDir()})
-			if !sizes.Empty() {
-				start := time.Now()
-				if err := storefill.Postgres(ctx, url, sizes); err != nil {
-					b.Fatal(err)
-				}
-				b.Logf("filled %s in %s", sizes, time.Since(start).Round(time.Millisecond))
-			}
-			i := 0
-			for b.Loop() {
-				i++
-				if err := storetest.HotPath(ctx, s, fmt.Sprint("hot.", i)); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
+	empty := newStore(b)
+	url := newSchema(b)
+	filled := openStore(b, url, Options{WorkspaceRoot: b.TempDir()})
+	sizes := storefill.Scale(*largeScale)
+	start := time.Now()
+	if err := storefill.Postgres(b.Context(), url, sizes); err != nil {
+		b.Fatal(err)
 	}
+	b.Logf("filled %s in %s", sizes, time.Since(start).Round(time.Second))
+	storetest.BenchHotPath(b, empty, filled)
 }

@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"flag"
-	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -18,39 +17,30 @@ var largeScale = flag.Int("large.scale", 1, "size of BenchmarkHotPathLargeStore'
 
 // BenchmarkHotPathLargeStore measures the store's part of one event's work
 // (storetest.HotPath) on an empty store and on one filled with
-// storefill.Scale(-large.scale), to show the cost does not grow with the
-// work done:
+// storefill.Scale(-large.scale), event by event in turn
+// (storetest.BenchHotPath), to show the cost does not grow with the work
+// done:
 //
 //	go test ./core/sqlite -run '^$' -bench HotPathLargeStore -benchtime 2000x -large.scale 10
 func BenchmarkHotPathLargeStore(b *testing.B) {
-	for _, sizes := range []storefill.Sizes{{}, storefill.Scale(*largeScale)} {
-		name := "store=empty"
-		if !sizes.Empty() {
-			name = fmt.Sprintf("store=%dk-jobs", sizes.Jobs/1000)
+	ctx := b.Context()
+	open := func() (*Store, string) {
+		dir := b.TempDir()
+		path := filepath.Join(dir, "baton.db")
+		s, err := Open(ctx, path, Options{WorkspaceRoot: filepath.Join(dir, "ws")})
+		if err != nil {
+			b.Fatal(err)
 		}
-		b.Run(name, func(b *testing.B) {
-			ctx := b.Context()
-			dir := b.TempDir()
-			path := filepath.Join(dir, "baton.db")
-			s, err := Open(ctx, path, Options{WorkspaceRoot: filepath.Join(dir, "ws")})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer s.Close()
-			if !sizes.Empty() {
-				start := time.Now()
-				if err := storefill.SQLite(ctx, path, sizes); err != nil {
-					b.Fatal(err)
-				}
-				b.Logf("filled %s in %s", sizes, time.Since(start).Round(time.Millisecond))
-			}
-			i := 0
-			for b.Loop() {
-				i++
-				if err := storetest.HotPath(ctx, s, fmt.Sprint("hot.", i)); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
+		b.Cleanup(func() { _ = s.Close() })
+		return s, path
 	}
+	empty, _ := open()
+	filled, path := open()
+	sizes := storefill.Scale(*largeScale)
+	start := time.Now()
+	if err := storefill.SQLite(ctx, path, sizes); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("filled %s in %s", sizes, time.Since(start).Round(time.Second))
+	storetest.BenchHotPath(b, empty, filled)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"testing"
 	"time"
 
 	"github.com/baton-bot/baton/core"
@@ -51,4 +52,33 @@ func HotPath(ctx context.Context, s core.Store, thread string) error {
 		return fmt.Errorf("status message of a job that sent none: %v, want ErrNotFound", err)
 	}
 	return nil
+}
+
+// BenchHotPath times HotPath on an empty store and on a filled one,
+// alternating event by event so that both see the same machine (on a
+// shared one, whatever else runs slows both alike), and reports the mean
+// of each (empty-ms/op, filled-ms/op), filled/empty (ratio) and the
+// process's CPU time per pair of events (cpu-ms/pair, the stores' own
+// goroutines included; a database server's work is not). b.N counts
+// pairs.
+func BenchHotPath(b *testing.B, empty, filled core.Store) {
+	b.Helper()
+	ctx := b.Context()
+	var took [2]time.Duration
+	i, cpu := 0, ProcessCPU()
+	for b.Loop() {
+		i++
+		for k, s := range []core.Store{empty, filled} {
+			start := time.Now()
+			if err := HotPath(ctx, s, fmt.Sprint("hot.", i)); err != nil {
+				b.Fatal(err)
+			}
+			took[k] += time.Since(start)
+		}
+	}
+	perOp := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) / float64(b.N) }
+	b.ReportMetric(perOp(took[0]), "empty-ms/op")
+	b.ReportMetric(perOp(took[1]), "filled-ms/op")
+	b.ReportMetric(float64(took[1])/float64(took[0]), "ratio")
+	b.ReportMetric(perOp(ProcessCPU()-cpu), "cpu-ms/pair")
 }
