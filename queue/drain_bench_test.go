@@ -54,6 +54,7 @@ func BenchmarkDrain(b *testing.B) {
 		})
 	}
 	filled := map[string]core.Store{} // by kind, with -drain.fill: one store for both worker counts
+	parent := b                       // owns the filled stores: each case's cleanups run after each of its runs
 	for _, workers := range []int{10, 50} {
 		for _, store := range []string{"sqlite", "postgres"} {
 			b.Run(fmt.Sprintf("impl=baton/store=%s/workers=%d", store, workers), func(b *testing.B) {
@@ -62,7 +63,7 @@ func BenchmarkDrain(b *testing.B) {
 				case *drainFill == 0:
 					st = openStore(b, store)
 				case st == nil:
-					st = openFilledStore(b, b, store, storefill.Scale(*drainFill))
+					st = openFilledStore(b, parent, store, storefill.Scale(*drainFill))
 					filled[store] = st
 				}
 				flush(b, rdb)
