@@ -2,6 +2,7 @@ package queue_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -18,6 +19,7 @@ import (
 	"github.com/baton-bot/baton/core/postgres"
 	"github.com/baton-bot/baton/core/postgres/pgtest"
 	"github.com/baton-bot/baton/core/sqlite"
+	"github.com/baton-bot/baton/core/storefill"
 	"github.com/baton-bot/baton/core/worker"
 	"github.com/baton-bot/baton/queue"
 	"github.com/baton-bot/baton/queue/redistest"
@@ -38,9 +40,13 @@ import (
 // baton/river, the ratio of the two jobs/s. Both report ins/s, the rate at
 // which their jobs were stored (one commit each, 8 writers), which is not
 // timed. The PostgreSQL cases skip without a server
-// (BATON_TEST_POSTGRES_URL), or fail with BATON_REQUIRE_POSTGRES=1.
+// (BATON_TEST_POSTGRES_URL), or fail with BATON_REQUIRE_POSTGRES=1. With
+// -drain.fill Baton's store cases run on stores filled first with that
+// many tenths of a busy year (storefill), one of each kind for both worker
+// counts:
 //
 //	go test ./queue/ -run '^$' -bench Drain -benchtime 20000x
+//	go test ./queue/ -run '^$' -bench 'Drain/impl=baton/store' -benchtime 20000x -drain.fill 10
 func BenchmarkDrain(b *testing.B) {
 	srv := redistest.Start(b)
 	rdb := srv.Client(b)
@@ -52,11 +58,20 @@ func BenchmarkDrain(b *testing.B) {
 			drainAsynq(b, srv.Addr(), rdb, workers)
 		})
 	}
+	filled := map[string]core.Store{} // by kind, with -drain.fill: one store for both worker counts
+	parent := b                       // owns the filled stores: each case's cleanups run after each of its runs
 	for _, workers := range []int{10, 50} {
 		for _, store := range []string{"sqlite", "postgres"} {
 			var baton float64 // jobs/s of the last run of Baton's case
 			b.Run(fmt.Sprintf("impl=baton/store=%s/workers=%d", store, workers), func(b *testing.B) {
-				st := openStore(b, store)
+				st := filled[store]
+				switch {
+				case *drainFill == 0:
+					st = openStore(b, store)
+				case st == nil:
+					st = openFilledStore(b, parent, store, storefill.Scale(*drainFill))
+					filled[store] = st
+				}
 				flush(b, rdb)
 				loadStart := time.Now()
 				loadStore(b, st, rdb, b.N)
@@ -125,24 +140,53 @@ func TestDrainStore(t *testing.T) {
 	}
 }
 
+// drainFill fills the stores of BenchmarkDrain's store cases first.
+var drainFill = flag.Int("drain.fill", 0, "fill the store cases' stores with this many tenths of a busy year (storefill.Scale; 10: 1M jobs, 300k tasks, 10M events) before draining; one filled store of each kind serves both worker counts")
+
 // openStore opens an empty store of kind (sqlite or postgres), closed
 // when tb ends.
 func openStore(tb testing.TB, kind string) core.Store {
 	tb.Helper()
+	return openFilledStore(tb, tb, kind, storefill.Sizes{})
+}
+
+// openFilledStore opens a store of kind filled with sizes (storefill),
+// failing tb when it cannot; the store and its file or schema belong to
+// owner (tb or a test above it), which closes and removes them when it
+// ends.
+func openFilledStore(tb, owner testing.TB, kind string, sizes storefill.Sizes) core.Store {
+	tb.Helper()
 	var (
-		st  core.Store
-		err error
+		st   core.Store
+		fill func() error
+		err  error
 	)
+	ctx := context.WithoutCancel(tb.Context()) // the store outlives tb when owner is a parent
 	switch kind {
 	case "sqlite":
-		st, err = sqlite.Open(tb.Context(), filepath.Join(tb.TempDir(), "baton.db"), sqlite.Options{WorkspaceRoot: tb.TempDir()})
+		path := filepath.Join(owner.TempDir(), "baton.db")
+		st, err = sqlite.Open(ctx, path, sqlite.Options{WorkspaceRoot: owner.TempDir()})
+		fill = func() error { return storefill.SQLite(ctx, path, sizes) }
 	case "postgres":
-		st, err = postgres.Open(tb.Context(), pgtest.URL(tb), postgres.Options{WorkspaceRoot: tb.TempDir()})
+		schema, serr := pgtest.NewSchema(ctx, pgtest.Server(tb), "bench")
+		if serr != nil {
+			tb.Fatalf("a schema for the %s store: %v", kind, serr)
+		}
+		owner.Cleanup(func() { _ = schema.Drop(context.Background()) })
+		st, err = postgres.Open(ctx, schema.URL, postgres.Options{WorkspaceRoot: owner.TempDir()})
+		fill = func() error { return storefill.Postgres(ctx, schema.URL, sizes) }
 	}
 	if err != nil {
 		tb.Fatalf("open %s store: %v", kind, err)
 	}
-	tb.Cleanup(func() { _ = st.Close() })
+	owner.Cleanup(func() { _ = st.Close() })
+	if !sizes.Empty() {
+		start := time.Now()
+		if err := fill(); err != nil {
+			tb.Fatalf("fill the %s store: %v", kind, err)
+		}
+		tb.Logf("filled the %s store with %s in %s", kind, sizes, time.Since(start).Round(time.Second))
+	}
 	return st
 }
 

@@ -80,6 +80,7 @@ type options struct {
 	target      time.Duration // the p99 the ingest run should stay under
 	keep        bool          // keep the work directory (config, store, logs) and a PostgreSQL schema
 	diskNoise   bool          // ingest: write and fsync 1 MB at a time in the work directory meanwhile (noise.go)
+	fill        int           // tenths of a busy year written into the store before baton starts (storefill.Scale); 0: an empty store
 	progress    io.Writer     // where the steps are told; nil: nowhere
 }
 
@@ -110,6 +111,7 @@ func main() {
 	flag.DurationVar(&o.target, "target", 50*time.Millisecond, "ingest: p99 target")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (config, store, logs) and a PostgreSQL schema")
 	flag.BoolVar(&o.diskNoise, "disk-noise", false, "ingest: meanwhile write 1 MB and fsync it, in a loop, on the store's filesystem (the work directory)")
+	flag.IntVar(&o.fill, "fill", 0, "write this many tenths of a busy year of finished work into the store before baton starts (10: 1M jobs, 300k tasks, 10M events); 0: an empty store")
 	flag.Parse()
 	o.progress = os.Stderr
 	if processes != "" {
@@ -198,6 +200,12 @@ func (o options) workDir(pattern string) (dir string, cleanup func(), err error)
 func (o options) store(ctx context.Context, dir string) (db *database, cleanup func(), err error) {
 	db, err = newDatabase(ctx, o.databaseURL, dir)
 	if err != nil {
+		return nil, nil, err
+	}
+	if err := o.fillStore(ctx, db); err != nil {
+		if !o.keep {
+			_ = db.drop()
+		}
 		return nil, nil, err
 	}
 	if o.keep {

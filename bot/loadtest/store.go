@@ -10,9 +10,8 @@ import (
 	"time"
 
 	"github.com/baton-bot/baton/core"
-	"github.com/baton-bot/baton/core/postgres"
 	"github.com/baton-bot/baton/core/postgres/pgtest"
-	"github.com/baton-bot/baton/core/sqlite"
+	"github.com/baton-bot/baton/core/storefill"
 )
 
 // jobReader is what the command reads of the store the baton processes
@@ -28,8 +27,9 @@ type jobReader interface {
 // a SQLite file in the run's directory, or a schema of the run's own on a
 // PostgreSQL server, dropped when the run ends.
 type database struct {
-	url    string         // database.url of the processes
-	schema *pgtest.Schema // nil: SQLite
+	url    string          // database.url of the processes
+	schema *pgtest.Schema  // nil: SQLite
+	filled storefill.Sizes // what fill wrote before the processes started
 }
 
 // newDatabase makes a run's store: on server (a postgres:// URL) a fresh
@@ -48,27 +48,28 @@ func newDatabase(ctx context.Context, server, dir string) (*database, error) {
 	return &database{url: s.URL, schema: s}, nil
 }
 
-// String names the store without a password.
+// String names the store without a password, and what it was filled
+// with.
 func (d *database) String() string {
-	if d.schema == nil {
-		return "SQLite " + strings.TrimPrefix(d.url, "sqlite:")
+	s := "SQLite " + strings.TrimPrefix(d.url, "sqlite:")
+	if d.schema != nil {
+		s = "PostgreSQL schema " + d.schema.Name
 	}
-	return "PostgreSQL schema " + d.schema.Name
+	if !d.filled.Empty() {
+		s += " filled with " + d.filled.String()
+	}
+	return s
 }
 
-// open opens the store for reading what the processes wrote.
+// open opens the store for reading what the processes wrote (migrating
+// it, when none has yet); of a filled store, only what they wrote.
 func (d *database) open(ctx context.Context) (jobReader, error) {
-	var (
-		r   jobReader
-		err error
-	)
-	if d.schema == nil {
-		r, err = sqlite.Open(ctx, strings.TrimPrefix(d.url, "sqlite:"), sqlite.Options{})
-	} else {
-		r, err = postgres.Open(ctx, d.url, postgres.Options{})
-	}
+	r, err := migrated(ctx, d)
 	if err != nil {
 		return nil, fmt.Errorf("open the run's store (%s): %w", d, err)
+	}
+	if !d.filled.Empty() {
+		return runJobs{jobReader: r, filled: int64(d.filled.Jobs)}, nil
 	}
 	return r, nil
 }
