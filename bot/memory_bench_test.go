@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,9 +35,10 @@ func rssMB(tb testing.TB) float64 {
 }
 
 // BenchmarkMemory measures the resident memory of a Baton process (the
-// system `baton serve` builds, on the embedded defaults) holding 10,000
-// tasks whose jobs wait for an answer, and the memory each running job
-// adds while its model call is out (tool processes excluded).
+// system `baton serve` builds, on the embedded defaults) holding 100,000
+// tasks whose jobs wait for an answer (and what each of them adds), and
+// the memory each running job adds while its model call is out (tool
+// processes excluded).
 //
 //	go test ./bot/ -run '^$' -bench Memory -benchtime 1x
 func BenchmarkMemory(b *testing.B) {
@@ -68,30 +70,30 @@ func BenchmarkMemory(b *testing.B) {
 	defer sys.Close()
 	base := rssMB(b)
 
-	const waiting = 10_000
-	for i := range waiting {
-		task, _, err := sys.store.EnsureTask(ctx, core.Task{Thread: core.ThreadRef{Platform: core.PlatformAPI, Channel: "mem", Thread: strconv.Itoa(i)}, Title: "waiting"})
-		if err != nil {
-			b.Fatal(err)
-		}
-		j, err := sys.dispatch.Create(ctx, core.Job{TaskID: task.ID, Piece: "chat", Instruction: "a question"})
-		if err != nil {
-			b.Fatal(err)
-		}
-		l, err := sys.queue.Claim(ctx, time.Second)
-		if err != nil || l.JobID != j.ID {
-			b.Fatalf("claim: %v", err)
-		}
-		if _, err := sys.store.StartJob(ctx, j.ID, l.Attempt); err != nil {
-			b.Fatal(err)
-		}
-		w, err := sys.store.FinishJob(ctx, j.ID, l.Attempt, core.Finish{To: core.JobWaitingHuman, Question: "which one?", ResumeMovement: "answer"})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := sys.queue.Park(ctx, l, w.WaitSeq); err != nil {
-			b.Fatal(err)
-		}
+	// The waiting jobs are made by several goroutines at once, so that
+	// the store commits their writes together (one after another, the
+	// setup took over three minutes). Each maker takes whichever job the
+	// queue hands it.
+	const waiting, makers = 100_000, 8
+	var (
+		next   atomic.Int64
+		failed = make(chan error, makers)
+		makes  sync.WaitGroup
+	)
+	for range makers {
+		makes.Go(func() {
+			for i := next.Add(1) - 1; i < waiting; i = next.Add(1) - 1 {
+				if err := makeWaiting(ctx, sys, i); err != nil {
+					failed <- err
+					return
+				}
+			}
+		})
+	}
+	makes.Wait()
+	close(failed)
+	if err := <-failed; err != nil {
+		b.Fatal(err)
 	}
 	withWaiting := rssMB(b)
 
@@ -116,6 +118,33 @@ func BenchmarkMemory(b *testing.B) {
 	<-done
 
 	b.ReportMetric(base, "base-MiB")
-	b.ReportMetric(withWaiting, "rss-10k-waiting-MiB")
+	b.ReportMetric(withWaiting, "rss-100k-waiting-MiB")
+	b.ReportMetric((withWaiting-base)*1024/waiting, "KiB/waiting-task")
 	b.ReportMetric((withRunning-withWaiting)/running, "MiB/running-job")
+}
+
+// makeWaiting makes the i-th task of the memory benchmark and a job of it
+// that asked a question: created, claimed, started, finished waiting for
+// a person and parked in the queue. The job claimed may be another
+// maker's; each maker claims once for each job it created.
+func makeWaiting(ctx context.Context, sys *system, i int64) error {
+	task, _, err := sys.store.EnsureTask(ctx, core.Task{Thread: core.ThreadRef{Platform: core.PlatformAPI, Channel: "mem", Thread: strconv.FormatInt(i, 10)}, Title: "waiting"})
+	if err != nil {
+		return err
+	}
+	if _, err := sys.dispatch.Create(ctx, core.Job{TaskID: task.ID, Piece: "chat", Instruction: "a question"}); err != nil {
+		return err
+	}
+	l, err := sys.queue.Claim(ctx, 10*time.Second)
+	if err != nil {
+		return fmt.Errorf("claim: %w", err)
+	}
+	if _, err := sys.store.StartJob(ctx, l.JobID, l.Attempt); err != nil {
+		return err
+	}
+	w, err := sys.store.FinishJob(ctx, l.JobID, l.Attempt, core.Finish{To: core.JobWaitingHuman, Question: "which one?", ResumeMovement: "answer"})
+	if err != nil {
+		return err
+	}
+	return sys.queue.Park(ctx, l, w.WaitSeq)
 }

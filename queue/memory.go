@@ -40,7 +40,8 @@ type Memory struct {
 	active  map[int64]*memJob
 	count   map[string]int64 // jobs per position
 	// finished lists done and dead jobs in the order they finished, so
-	// that they are forgotten after finishedTTL.
+	// that they are forgotten after finishedTTL, or sooner past
+	// maxFinished.
 	finished []memFinished
 	// wake is closed, and replaced, whenever a job may have become ready:
 	// waiting Claims look again.
@@ -515,11 +516,19 @@ func (m *Memory) Reap(ctx context.Context, maxFailures int) ([]core.Lease, error
 	return dead, nil
 }
 
-// forget drops jobs finished more than finishedTTL ago.
+// maxFinished bounds the finished jobs Memory remembers: a week of them
+// (finishedTTL) is millions in a busy process, each a hundred bytes and
+// more, kept only so that a late Enqueue of a finished job does nothing.
+// The store fences a job run again after it was forgotten (StartJob
+// refuses a finished job), so remembering the latest ones is enough.
+const maxFinished = 10_000
+
+// forget drops jobs finished more than finishedTTL ago, and the oldest
+// beyond maxFinished.
 func (m *Memory) forget(now time.Time) {
 	n := 0
 	for _, f := range m.finished {
-		if now.Sub(f.at) < finishedTTL {
+		if now.Sub(f.at) < finishedTTL && len(m.finished)-n <= maxFinished {
 			break
 		}
 		n++

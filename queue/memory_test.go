@@ -119,3 +119,49 @@ func TestMemoryForgetsFinishedJobs(t *testing.T) {
 		t.Errorf("Attempt = %d, want 1", l.Attempt)
 	}
 }
+
+// TestMemoryBoundsFinishedJobs: past 10,000 finished jobs the oldest are
+// forgotten well before their week is out, so that a busy process does
+// not hold every job of the week; the latest stay known.
+func TestMemoryBoundsFinishedJobs(t *testing.T) {
+	ctx := t.Context()
+	q := newMemory(t, queue.Options{})
+	const jobs = 10_500
+	for id := int64(1); id <= jobs; id++ {
+		if err := q.Enqueue(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		l, err := q.Claim(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := q.Ack(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := q.Reap(ctx, 5); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		id        int64
+		forgotten bool
+	}{{1, true}, {500, true}, {501, false}, {jobs, false}} {
+		if err := q.Enqueue(ctx, tc.id); err != nil {
+			t.Fatal(err)
+		}
+		l, err := q.Claim(ctx, 0)
+		switch {
+		case tc.forgotten && err != nil:
+			t.Errorf("job %d, the oldest beyond 10,000 finished, enqueued again: Claim: %v, want it new to the queue", tc.id, err)
+		case tc.forgotten && l.JobID != tc.id:
+			t.Errorf("claimed job %d, want %d", l.JobID, tc.id)
+		case !tc.forgotten && err == nil:
+			t.Errorf("job %d, among the last 10,000 finished, enqueued again was claimed (%+v), want it still known as done", tc.id, l)
+		}
+		if err == nil {
+			if err := q.Ack(ctx, l); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}

@@ -1,6 +1,6 @@
 // Command loadtest measures Baton under load, as processes of its own
 // built binary, with the scripted model of core/llmtest and a fake Slack
-// Web API. It has two modes.
+// Web API. It has three modes.
 //
 // Ingest (the default) measures how fast a running `baton serve` takes
 // Slack events in: it starts `baton serve` (Slack adapter in HTTP mode,
@@ -32,6 +32,17 @@
 // did not succeed.
 //
 //	go run ./bot/loadtest -worker-processes 1,2,4 -database-url 'postgres://…'
+//
+// Soak (-soak) sends the ingest mode's events for a long time (278/s for
+// 30 minutes, about 500,000 events, unless -rate and -duration say
+// otherwise) and reads the serve's resident set (/proc) and goroutine
+// count (/metrics) every -soak-sample: the RSS at the end of sending must
+// be within 10 % of the RSS after -soak-warmup, the goroutines after the
+// last job no more than before the first event, and every event's job
+// must succeed, else the exit status is 1 (soak.go).
+//
+//	go run ./bot/loadtest -soak                                  # 278/s for 30 min
+//	go run ./bot/loadtest -soak -duration 10m -rate 200 -soak-warmup 2m
 //
 // With -database-url each run (each N) uses a schema of its own on that
 // PostgreSQL server, dropped when the run ends (kept with -keep); without
@@ -74,6 +85,7 @@ type options struct {
 	redisURL    string        // empty: the serve's in-process queue, or a redis-server of the run's own
 	databaseURL string        // a PostgreSQL server for the runs' schemas; empty: SQLite
 	processes   []int         // worker process counts of the job-rate mode; nil: ingest mode
+	soak        soakOptions   // the soak mode's flags (soak.go)
 	think       time.Duration // job-rate mode: the model's delay before each answer
 	baton       string        // the baton binary; empty: built from this module
 	settle      time.Duration // ingest: how long after the last send a job may still be claimed; job rate: how long the jobs may go without one finishing
@@ -105,6 +117,10 @@ func main() {
 	flag.StringVar(&o.redisURL, "redis", os.Getenv("REDIS_URL"), "Redis URL for the queue; empty: the serve's in-process queue, or a redis-server of the job-rate run's own")
 	flag.StringVar(&o.databaseURL, "database-url", os.Getenv("DATABASE_URL"), "PostgreSQL server on which each run makes a schema of its own; empty: SQLite")
 	flag.StringVar(&processes, "worker-processes", "", "measure jobs/s with one gateway and each of these counts of worker processes (1,2,4) instead of ingest")
+	flag.BoolVar(&o.soak.on, "soak", false, "soak: send events for long (278/s for 30 min unless -rate and -duration are given) and watch the serve's RSS and goroutines")
+	flag.DurationVar(&o.soak.warm, "soak-warmup", 5*time.Minute, "soak: the RSS this long after the first event is the one the end's is held to")
+	flag.DurationVar(&o.soak.every, "soak-sample", 5*time.Second, "soak: how often the serve's RSS and goroutines are read")
+	flag.DurationVar(&o.soak.quiet, "soak-quiet", 2*time.Minute, "soak: how long after the last job the serve's goroutines may take to come back down")
 	flag.DurationVar(&o.think, "think", 50*time.Millisecond, "job rate: how long the model takes before each of a job's three answers")
 	flag.StringVar(&o.baton, "baton", "", "baton binary to run; empty: build this module's")
 	flag.DurationVar(&o.settle, "settle", 60*time.Second, "ingest: how long after the last send a job may still be claimed; job rate: how long the jobs may go without one finishing")
@@ -127,6 +143,9 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if o.soak.on {
+		os.Exit(soakMain(ctx, o))
+	}
 	if o.processes != nil {
 		res, err := runRates(ctx, o)
 		if err != nil {

@@ -193,3 +193,69 @@ func schemas(t *testing.T, server, name string) int {
 	}
 	return n
 }
+
+// TestSoak runs the soak mode scaled down to seconds against a `baton
+// serve` process on SQLite and the in-process queue: every event's job
+// succeeds, the serve's RSS and goroutines are read throughout, at the
+// warm-up mark and at the end of sending, and the report carries them.
+// (Whether the targets are met is not asserted: a few seconds are too
+// short for a steady state.)
+func TestSoak(t *testing.T) {
+	o := options{rate: 20, duration: 6 * time.Second, workers: 4, baton: batonBin(t), settle: 60 * time.Second,
+		soak: soakOptions{on: true, warm: 2 * time.Second, every: 500 * time.Millisecond, quiet: 3 * time.Second}, progress: t.Output()}
+	res, err := runSoak(t.Context(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Sent != 120 || res.Refused != 0 || res.Succeeded != 120 || res.unsucceeded() != 0 {
+		t.Errorf("sent %d, refused %d, succeeded %d; want 120 sent, each one job that succeeded", res.Sent, res.Refused, res.Succeeded)
+	}
+	if len(res.Samples) < 8 || res.Failed != 0 {
+		t.Errorf("%d samples, %d unreadable; want one every 0.5 s of the 6 s and more, all read", len(res.Samples), res.Failed)
+	}
+	for _, s := range res.Samples {
+		if s.RSS < 1<<20 || s.File <= 0 || s.File >= s.RSS || s.GoHeap < 1<<20 || s.Goroutines < 10 {
+			t.Errorf("sample %+v; want the serve's figures", s)
+		}
+	}
+	if res.Warm.At < o.soak.warm || res.End.At < res.Warm.At || res.End.At > res.Sending || res.Warm.RSS == 0 || res.End.RSS == 0 {
+		t.Errorf("warm-up sample %+v, end sample %+v; want one at 2 s or just after and the last one of the sending", res.Warm, res.End)
+	}
+	if res.Before < 10 || res.After < 10 || res.Drained.RSS == 0 {
+		t.Errorf("goroutines %d before, %d after, drained %+v; want the serve's counts", res.Before, res.After, res.Drained)
+	}
+	report := res.report(o)
+	for _, want := range []string{"events sent      120 (20/s for 6s; sending took ", "not succeeded    0", "serve RSS        ", "at the end of sending", fmt.Sprintf("goroutines       %d before the first event, %d after", res.Before, res.After), "target           RSS at the end of sending within 10 % of the RSS at 2s"} {
+		if !strings.Contains(report, want) {
+			t.Errorf("report lacks %q:\n%s", want, report)
+		}
+	}
+}
+
+// TestSoakVerdict: the soak's targets are the RSS at the end within 10 %
+// of the warm-up's, no more goroutines after than before, and every
+// event's job succeeded.
+func TestSoakVerdict(t *testing.T) {
+	met := soakResult{Sent: 100, Succeeded: 100, Warm: sample{RSS: 100 << 20}, End: sample{RSS: 110 << 20}, Before: 40, After: 40}
+	for _, tc := range []struct {
+		name string
+		edit func(*soakResult)
+		want bool
+	}{
+		{"growth of 10 %, same goroutines", func(*soakResult) {}, true},
+		{"fewer goroutines, RSS down", func(r *soakResult) { r.After, r.End.RSS = 35, 90<<20 }, true},
+		{"growth over 10 %", func(r *soakResult) { r.End.RSS = 111 << 20 }, false},
+		{"one goroutine more", func(r *soakResult) { r.After = 41 }, false},
+		{"a job not succeeded", func(r *soakResult) { r.Succeeded = 99 }, false},
+		{"refused events are not expected to succeed", func(r *soakResult) { r.Refused, r.Succeeded = 3, 97 }, true},
+		{"no warm-up sample", func(r *soakResult) { r.Warm = sample{} }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := met
+			tc.edit(&r)
+			if got := r.ok(); got != tc.want {
+				t.Errorf("ok() = %v, want %v for %+v", got, tc.want, r)
+			}
+		})
+	}
+}

@@ -111,6 +111,7 @@ func (s *Service) startProgress(j core.Job) {
 	if old, ok := s.progress[j.ID]; ok && old.timer != nil {
 		old.timer.Stop()
 	}
+	s.forgetClosed()
 	s.progress[j.ID] = &progressJob{ref: ProgressRef(j.ID, j.Attempt), attempt: j.Attempt, every: time.Second, view: ProgressView{JobID: j.ID, Piece: j.Piece}}
 }
 
@@ -216,13 +217,7 @@ func (s *Service) Progress(_ context.Context, ev core.ProgressEvent) {
 	}
 	pj, ok := s.progress[ev.JobID]
 	if !ok {
-		if len(s.progress) > 10_000 { // forget finished jobs now and then
-			for id, old := range s.progress {
-				if old.closed {
-					delete(s.progress, id)
-				}
-			}
-		}
+		s.forgetClosed()
 		pj = &progressJob{ref: ProgressRef(ev.JobID, 0), every: time.Second, view: ProgressView{JobID: ev.JobID}}
 		s.progress[ev.JobID] = pj
 	}
@@ -291,12 +286,37 @@ func setPlan(v *ProgressView, position int, state string) {
 	}
 }
 
+// maxProgress is how many jobs' progress the service keeps before it
+// forgets those that finished.
+const maxProgress = 10_000
+
+// forgetClosed drops the entries of finished jobs once there are more
+// than maxProgress, before an entry is added: without it the map holds one
+// entry for every job the process ever ran. A finished job's entry is
+// kept until then so that a progress event told after the job's end (a
+// late tool result) is dropped, not shown as a new run's; it holds no
+// view. Callers hold s.mu.
+func (s *Service) forgetClosed() {
+	if len(s.progress) < maxProgress {
+		return
+	}
+	for id, pj := range s.progress {
+		if pj.closed {
+			delete(s.progress, id)
+		}
+	}
+}
+
 // writeProgress writes job jobID's view to the outbox and its events to
 // the job's history.
 func (s *Service) writeProgress(jobID, taskID int64) {
 	ctx := context.Background()
 	s.mu.Lock()
 	pj := s.progress[jobID]
+	if pj == nil { // closed and forgotten while this write was due
+		s.mu.Unlock()
+		return
+	}
 	if pj.closed || pj.stopped {
 		pj.timer = nil
 		s.mu.Unlock()
@@ -408,10 +428,11 @@ func (s *Service) finalProgress(ctx context.Context, task core.Task, j core.Job,
 	pj.writing.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	v := pj.view
+	pj.view = ProgressView{} // a closed job's entry is a marker only: see forgetClosed
 	if pj.stopped || !s.settings(task.Thread.Platform).Stream {
 		return core.OutboxMessage{}, false
 	}
-	v := pj.view
 	v.Version++
 	v.Final, v.Answer, v.Approval, v.Every = true, answer, "", pj.every
 	if v.Piece == "" {

@@ -162,3 +162,39 @@ func TestStaleRunRecordsNoProgress(t *testing.T) {
 		}
 	}
 }
+
+// TestProgressForgetsFinishedJobs: the service does not keep the progress
+// of every job it ever ran; past maxProgress (10,000) the finished jobs'
+// entries go, and a progress event told after a job's end still writes
+// nothing.
+func TestProgressForgetsFinishedJobs(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "baton.db")
+	st, err := sqlite.Open(ctx, path, sqlite.Options{WorkspaceRoot: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	svc := chat.NewService(st, &recordingQueue{}, chat.Config{DefaultPiece: "chat",
+		Progress: map[core.Platform]chat.ProgressSettings{core.PlatformSlack: {Stream: true, Interval: time.Hour}}})
+	task, _, err := st.EnsureTask(ctx, core.Task{Thread: thread, OwnerUser: "slack:U1", Title: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const jobs = 12_000
+	for id := int64(1); id <= jobs; id++ {
+		j := core.Job{ID: id, TaskID: task.ID, Piece: "chat", Attempt: 1, State: core.JobRunning}
+		svc.Claimed(ctx, j)
+		svc.Progress(ctx, core.ProgressEvent{JobID: id, TaskID: task.ID, Kind: core.ProgressText, Text: "working", At: time.Now()})
+		svc.Finishing(ctx, j, core.Finish{To: core.JobSucceeded, ResultSummary: "done"})
+	}
+	if n := chat.ProgressEntries(svc); n > 10_001 || n < 1 {
+		t.Errorf("%d jobs' progress kept after %d finished, want at most 10,001", n, jobs)
+	}
+	// The last job's entry is kept: what it is told now is dropped.
+	before := chat.ProgressEntries(svc)
+	svc.Progress(ctx, core.ProgressEvent{JobID: jobs, TaskID: task.ID, Kind: core.ProgressText, Text: "late", At: time.Now()})
+	if n := chat.ProgressEntries(svc); n != before {
+		t.Errorf("a late event of a finished job made an entry: %d entries, want %d", n, before)
+	}
+}

@@ -1,0 +1,8 @@
+package chat
+
+// ProgressEntries is how many jobs' progress s keeps.
+func ProgressEntries(s *Service) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.progress)
+}
