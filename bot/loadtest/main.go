@@ -291,51 +291,89 @@ func environ(dir, dataDir string, db *database, redisURL, llmURL, secret string)
 
 var serveStarted = regexp.MustCompile(`baton serve started" http=(\S+)`)
 
-// run starts the fakes and the serve, sends the events and measures.
-func run(ctx context.Context, o options) (res result, err error) {
-	dir, cleanup, err := o.workDir("baton-load-")
+// served is a baton serve of a run's own, started with the fakes it
+// talks to (the scripted model completing every job at once, the fake
+// Slack Web API) in a work directory of its own: what the ingest and soak
+// modes start alike. close stops and removes all of it, in the reverse
+// order of its start.
+type served struct {
+	dir     string    // the work directory
+	db      *database // the run's store
+	serve   *process
+	base    string // the serve's HTTP base URL
+	secret  string // the Slack signing secret the events are signed with
+	closers []func()
+}
+
+func (s *served) close() {
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		s.closers[i]()
+	}
+}
+
+// startServe starts a served run in a new directory named after prefix
+// and waits until the serve listens; on an error what was started is
+// stopped again.
+func (o options) startServe(ctx context.Context, prefix string) (_ *served, err error) {
+	s := &served{}
+	defer func() {
+		if err != nil {
+			s.close()
+		}
+	}()
+	dir, cleanup, err := o.workDir(prefix)
 	if err != nil {
-		return res, err
+		return nil, err
 	}
-	defer cleanup()
-	if o.keep {
-		res.Dir = dir
-	}
+	s.dir, s.closers = dir, append(s.closers, cleanup)
 	bin, err := o.batonBinary(ctx, dir)
 	if err != nil {
-		return res, err
+		return nil, err
 	}
 	db, drop, err := o.store(ctx, dir)
 	if err != nil {
-		return res, err
+		return nil, err
 	}
-	defer drop()
-	res.Store = db.String()
+	s.db, s.closers = db, append(s.closers, drop)
 
 	llm := llmtest.Start(complaints{})
-	defer llm.Close()
+	s.closers = append(s.closers, llm.Close)
 	llm.Handle(func(llmtest.Request) llmtest.Step { return llmtest.Transition("COMPLETE", "ok") })
 	slack := fakeSlack()
-	defer slack.Close()
+	s.closers = append(s.closers, slack.Close)
 
-	secret := randomHex()
+	s.secret = randomHex()
 	conf, err := config(dir, slack.URL, o.workers, "")
 	if err != nil {
-		return res, err
+		return nil, err
 	}
-	env := environ(dir, filepath.Join(dir, "data"), db, o.redisURL, llm.URL(), secret)
+	env := environ(dir, filepath.Join(dir, "data"), db, o.redisURL, llm.URL(), s.secret)
 	logPath := filepath.Join(dir, "serve.log")
-	o.say("starting baton serve on %s (log: %s)…", res.Store, logPath)
-	serve, err := startBaton("serve", bin, dir, logPath, env, "serve", "--config", conf)
+	o.say("starting baton serve on %s (log: %s)…", db.String(), logPath)
+	if s.serve, err = startBaton("serve", bin, dir, logPath, env, "serve", "--config", conf); err != nil {
+		return nil, err
+	}
+	s.closers = append(s.closers, s.serve.stop)
+	addr, err := s.serve.logged(ctx, serveStarted)
+	if err != nil {
+		return nil, err
+	}
+	s.base = "http://" + addr
+	return s, nil
+}
+
+// run starts the fakes and the serve, sends the events and measures.
+func run(ctx context.Context, o options) (res result, err error) {
+	s, err := o.startServe(ctx, "baton-load-")
 	if err != nil {
 		return res, err
 	}
-	defer serve.stop() // the serve's figures are read before it is stopped
-	addr, err := serve.logged(ctx, serveStarted)
-	if err != nil {
-		return res, err
+	defer s.close() // the serve's figures are read before it is stopped
+	if o.keep {
+		res.Dir = s.dir
 	}
-	base := "http://" + addr
+	res.Store = s.db.String()
+	dir, db, serve, base, secret := s.dir, s.db, s.serve, s.base, s.secret
 
 	stopNoise, err := o.startNoise(dir)
 	if err != nil {

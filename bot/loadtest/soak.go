@@ -8,13 +8,11 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/baton-bot/baton/core"
-	"github.com/baton-bot/baton/core/llmtest"
 )
 
 // soakOptions are the flags of the soak mode.
@@ -133,48 +131,16 @@ func runSoak(ctx context.Context, o options) (res soakResult, err error) {
 	case o.soak.every <= 0 || o.soak.every > o.soak.warm:
 		return res, fmt.Errorf("-soak-sample (%s) must be positive and at most -soak-warmup (%s)", o.soak.every, o.soak.warm)
 	}
-	dir, cleanup, err := o.workDir("baton-soak-")
+	s, err := o.startServe(ctx, "baton-soak-")
 	if err != nil {
 		return res, err
 	}
-	defer cleanup()
+	defer s.close()
 	if o.keep {
-		res.Dir = dir
+		res.Dir = s.dir
 	}
-	bin, err := o.batonBinary(ctx, dir)
-	if err != nil {
-		return res, err
-	}
-	db, drop, err := o.store(ctx, dir)
-	if err != nil {
-		return res, err
-	}
-	defer drop()
-	res.Store = db.String()
-
-	llm := llmtest.Start(complaints{})
-	defer llm.Close()
-	llm.Handle(func(llmtest.Request) llmtest.Step { return llmtest.Transition("COMPLETE", "ok") })
-	slack := fakeSlack()
-	defer slack.Close()
-	secret := randomHex()
-	conf, err := config(dir, slack.URL, o.workers, "")
-	if err != nil {
-		return res, err
-	}
-	env := environ(dir, filepath.Join(dir, "data"), db, o.redisURL, llm.URL(), secret)
-	logPath := filepath.Join(dir, "serve.log")
-	o.say("starting baton serve on %s (log: %s)…", res.Store, logPath)
-	serve, err := startBaton("serve", bin, dir, logPath, env, "serve", "--config", conf)
-	if err != nil {
-		return res, err
-	}
-	defer serve.stop()
-	addr, err := serve.logged(ctx, serveStarted)
-	if err != nil {
-		return res, err
-	}
-	base := "http://" + addr
+	res.Store = s.db.String()
+	db, serve, base, secret := s.db, s.serve, s.base, s.secret
 	w := newWatch(serve.cmd.Process.Pid, base)
 	defer w.close()
 
