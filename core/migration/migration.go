@@ -1,6 +1,6 @@
 // Package migration reads Baton's schema migration files for the stores
-// (core/sqlite, core/postgres): which of them run online, and the steps
-// an online one is made of.
+// (core/sqlite, core/postgres): the files in version order (Files), which
+// of them run online, and the steps an online one is made of.
 //
 // A migration file is a script of SQL statements. By default a store runs
 // it whole in one transaction, which on a big table holds the write lock

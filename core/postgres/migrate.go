@@ -66,7 +66,7 @@ func (s *Store) migrateOn(ctx context.Context, upTo int) (err error) {
 	if err != nil {
 		return err
 	}
-	latest := all[len(all)-1].version
+	latest := all[len(all)-1].Version
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return err
@@ -118,20 +118,20 @@ func (s *Store) migrateOn(ctx context.Context, upTo int) (err error) {
 			ErrNewerSchema, newest, latest)
 	}
 	for _, m := range all {
-		if upTo > 0 && m.version > upTo {
+		if upTo > 0 && m.Version > upTo {
 			break
 		}
-		if slices.Contains(done, m.version) {
+		if slices.Contains(done, m.Version) {
 			continue
 		}
 		apply := s.migrateInTx
-		if migration.Online(m.body) {
+		if migration.Online(m.Body) {
 			apply = s.migrateOnline
 		}
 		if err := apply(ctx, conn, m); err != nil {
-			return fmt.Errorf("%s: %w", m.name, err)
+			return fmt.Errorf("%s: %w", m.Name, err)
 		}
-		s.log.InfoContext(ctx, "migration applied", "migration", m.name)
+		s.log.InfoContext(ctx, "migration applied", "migration", m.Name)
 	}
 	return nil
 }
@@ -170,11 +170,11 @@ func (s *Store) migrationLock(ctx context.Context, conn *pgxpool.Conn) error {
 func (s *Store) migrateInTx(ctx context.Context, conn *pgxpool.Conn, m schemaMigration) error {
 	return pgx.BeginTxFunc(ctx, conn, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 		// A script: several statements, run as one simple query.
-		if _, err := tx.Exec(ctx, m.body); err != nil {
+		if _, err := tx.Exec(ctx, m.Body); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)`,
-			m.version, m.name, ms(time.Now()))
+			m.Version, m.Name, ms(time.Now()))
 		return err
 	})
 }
@@ -182,11 +182,11 @@ func (s *Store) migrateInTx(ctx context.Context, conn *pgxpool.Conn, m schemaMig
 // migrateOnline runs m's statements one by one outside a transaction and
 // records m once they have all run.
 func (s *Store) migrateOnline(ctx context.Context, conn *pgxpool.Conn, m schemaMigration) error {
-	steps, err := migration.Steps(m.body)
+	steps, err := migration.Steps(m.Body)
 	if err != nil {
 		return err
 	}
-	log := s.log.With("migration", m.name)
+	log := s.log.With("migration", m.Name)
 	start := time.Now()
 	log.InfoContext(ctx, "migration running online, statement by statement", "statements", len(steps))
 	for _, st := range steps {
@@ -205,7 +205,7 @@ func (s *Store) migrateOnline(ctx context.Context, conn *pgxpool.Conn, m schemaM
 		}
 	}
 	if _, err := conn.Exec(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)
-		ON CONFLICT (version) DO NOTHING`, m.version, m.name, ms(time.Now())); err != nil {
+		ON CONFLICT (version) DO NOTHING`, m.Version, m.Name, ms(time.Now())); err != nil {
 		return err
 	}
 	log.InfoContext(ctx, "online migration done", "took", time.Since(start).Round(time.Millisecond))

@@ -46,13 +46,13 @@ func versionBefore(t *testing.T, name string) int {
 	}
 	prev := 0
 	for _, m := range all {
-		if m.name == name {
-			if !migration.Online(m.body) {
+		if m.Name == name {
+			if !migration.Online(m.Body) {
 				t.Fatalf("%s is not marked online", name)
 			}
 			return prev
 		}
-		prev = m.version
+		prev = m.Version
 	}
 	t.Fatalf("no migration %s", name)
 	return 0

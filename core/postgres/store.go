@@ -57,10 +57,8 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/url"
-	"path"
 	"regexp"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -68,6 +66,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/baton-bot/baton/core"
+	"github.com/baton-bot/baton/core/migration"
 	"github.com/baton-bot/baton/core/workspace"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -273,40 +272,15 @@ func (s *Store) Heartbeat(ctx context.Context) error {
 	return nil
 }
 
-// schemaMigration is one embedded schema change.
-type schemaMigration struct {
-	version int
-	name    string
-	body    string
-}
+// schemaMigration is one migration file.
+type schemaMigration = migration.File
 
 // schema returns the embedded migrations in version order.
 func schema() ([]schemaMigration, error) { return schemaIn(migrations) }
 
 // schemaIn returns the migrations of fsys (migrations/*.sql) in version
 // order.
-func schemaIn(fsys fs.FS) ([]schemaMigration, error) {
-	names, err := fs.Glob(fsys, "migrations/*.sql")
-	if err != nil {
-		return nil, err
-	}
-	sort.Strings(names)
-	var out []schemaMigration
-	for _, name := range names {
-		base := path.Base(name)
-		prefix, _, _ := strings.Cut(base, "_")
-		version, err := strconv.Atoi(prefix)
-		if err != nil {
-			return nil, fmt.Errorf("%s: name must start with a version number", base)
-		}
-		body, err := fs.ReadFile(fsys, name)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, schemaMigration{version: version, name: base, body: string(body)})
-	}
-	return out, nil
-}
+func schemaIn(fsys fs.FS) ([]schemaMigration, error) { return migration.Files(fsys) }
 
 // SchemaVersion is the newest schema version this binary knows.
 func SchemaVersion() int {
@@ -314,7 +288,7 @@ func SchemaVersion() int {
 	if err != nil || len(ms) == 0 {
 		return 0
 	}
-	return ms[len(ms)-1].version
+	return ms[len(ms)-1].Version
 }
 
 // tx runs fn in one READ COMMITTED transaction and commits it. A

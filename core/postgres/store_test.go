@@ -43,8 +43,8 @@ func TestOpenMigrateClose(t *testing.T) {
 	if n := countRows(t, s, `SELECT COUNT(*) FROM schema_migrations`); n != len(all) {
 		t.Errorf("schema_migrations rows = %d, want one per migration (%d)", n, len(all))
 	}
-	if v := SchemaVersion(); v != all[len(all)-1].version || v < 1 {
-		t.Errorf("SchemaVersion = %d, want %d", v, all[len(all)-1].version)
+	if v := SchemaVersion(); v != all[len(all)-1].Version || v < 1 {
+		t.Errorf("SchemaVersion = %d, want %d", v, all[len(all)-1].Version)
 	}
 	var timeout, app string
 	if err := s.pool.QueryRow(ctx, `SELECT current_setting('statement_timeout'), current_setting('application_name')`).Scan(&timeout, &app); err != nil {

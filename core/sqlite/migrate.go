@@ -6,10 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"path"
-	"sort"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/baton-bot/baton/core/migration"
@@ -25,36 +21,11 @@ const (
 )
 
 // schemaMigration is one migration file.
-type schemaMigration struct {
-	version int
-	name    string
-	body    string
-}
+type schemaMigration = migration.File
 
 // schemaMigrations returns the migrations of fsys (migrations/*.sql) in
 // version order.
-func schemaMigrations(fsys fs.FS) ([]schemaMigration, error) {
-	names, err := fs.Glob(fsys, "migrations/*.sql")
-	if err != nil {
-		return nil, err
-	}
-	sort.Strings(names)
-	var out []schemaMigration
-	for _, name := range names {
-		base := path.Base(name)
-		prefix, _, _ := strings.Cut(base, "_")
-		version, err := strconv.Atoi(prefix)
-		if err != nil {
-			return nil, fmt.Errorf("%s: name must start with a version number", base)
-		}
-		body, err := fs.ReadFile(fsys, name)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, schemaMigration{version: version, name: base, body: string(body)})
-	}
-	return out, nil
-}
+func schemaMigrations(fsys fs.FS) ([]schemaMigration, error) { return migration.Files(fsys) }
 
 // Migrate applies the embedded migrations not yet recorded in
 // schema_migrations, in version order. Running it again is a no-op;
@@ -105,19 +76,19 @@ func (s *Store) migrate(ctx context.Context, upTo int) error {
 	defer look.Close()
 	look.SetMaxOpenConns(1)
 	for _, m := range all {
-		if upTo > 0 && m.version > upTo {
+		if upTo > 0 && m.Version > upTo {
 			break
 		}
 		apply := s.migrateInTx
-		if migration.Online(m.body) {
+		if migration.Online(m.Body) {
 			apply = s.migrateOnline
 		}
 		applied, err := apply(ctx, look, m)
 		if err != nil {
-			return fmt.Errorf("migrate %s: %w", m.name, err)
+			return fmt.Errorf("migrate %s: %w", m.Name, err)
 		}
 		if applied {
-			s.log.InfoContext(ctx, "migration applied", "migration", m.name)
+			s.log.InfoContext(ctx, "migration applied", "migration", m.Name)
 		}
 	}
 	return nil
@@ -129,18 +100,18 @@ func (s *Store) migrateInTx(ctx context.Context, _ *sql.DB, m schemaMigration) (
 	err = s.tx(ctx, func(tx *txn) error {
 		applied = false
 		var n int
-		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations WHERE version = ?`, m.version).Scan(&n); err != nil {
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations WHERE version = ?`, m.Version).Scan(&n); err != nil {
 			return err
 		}
 		if n > 0 {
 			return nil
 		}
 		// A script: run as it is, never kept as a statement.
-		if _, err := tx.Tx.ExecContext(ctx, m.body); err != nil {
+		if _, err := tx.Tx.ExecContext(ctx, m.Body); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
-			m.version, m.name, ms(time.Now())); err != nil {
+			m.Version, m.Name, ms(time.Now())); err != nil {
 			return err
 		}
 		applied = true
@@ -154,17 +125,17 @@ func (s *Store) migrateInTx(ctx context.Context, _ *sql.DB, m schemaMigration) (
 // recorded it meanwhile leaves applied false. Its reads go to look.
 func (s *Store) migrateOnline(ctx context.Context, look *sql.DB, m schemaMigration) (applied bool, err error) {
 	var n int
-	if err := look.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations WHERE version = ?`, m.version).Scan(&n); err != nil {
+	if err := look.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations WHERE version = ?`, m.Version).Scan(&n); err != nil {
 		return false, err
 	}
 	if n > 0 {
 		return false, nil
 	}
-	steps, err := migration.Steps(m.body)
+	steps, err := migration.Steps(m.Body)
 	if err != nil {
 		return false, err
 	}
-	log := s.log.With("migration", m.name)
+	log := s.log.With("migration", m.Name)
 	start := time.Now()
 	log.InfoContext(ctx, "migration running online, statement by statement", "statements", len(steps))
 	for _, st := range steps {
@@ -186,7 +157,7 @@ func (s *Store) migrateOnline(ctx context.Context, look *sql.DB, m schemaMigrati
 	}
 	err = s.tx(ctx, func(tx *txn) error {
 		res, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)
-			ON CONFLICT (version) DO NOTHING`, m.version, m.name, ms(time.Now()))
+			ON CONFLICT (version) DO NOTHING`, m.Version, m.Name, ms(time.Now()))
 		if err != nil {
 			return err
 		}

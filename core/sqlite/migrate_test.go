@@ -31,10 +31,10 @@ func versionBefore(t *testing.T, name string) int {
 	}
 	prev := 0
 	for _, m := range all {
-		if m.name == name {
+		if m.Name == name {
 			return prev
 		}
-		prev = m.version
+		prev = m.Version
 	}
 	t.Fatalf("no migration %s", name)
 	return 0
