@@ -103,6 +103,10 @@ func TestCyclicPDFsStop(t *testing.T) {
 		t.Run(name+"/CPU", func(t *testing.T) {
 			r := docparsetest.Runner(t)
 			r.Timeout, r.CPU = time.Minute, time.Second
+			// The loop allocates as it goes: room enough that the CPU
+			// limit comes first even where the race detector and a busy
+			// machine's slower collector fill the default 1 GiB sooner.
+			r.MemoryBytes = 4 << 30
 			_, err := r.Parse(context.Background(), docparse.PDF, bytes.NewReader(data))
 			var te *docparse.TimeoutError
 			if !errors.As(err, &te) || !te.CPU {
