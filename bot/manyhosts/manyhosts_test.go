@@ -147,7 +147,7 @@ log:
 	// first answer is posted.
 	var sends sync.WaitGroup
 	for i := range roots {
-		ts := fmt.Sprintf("1700001000.%06d", i)
+		ts := rootTS(i)
 		sends.Go(func() { s.send(fmt.Sprintf("EvR%04d", i), channelOf(i), nonce('R', i), ts, "") })
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -164,9 +164,9 @@ log:
 		for i := 0; i < roots; i += followEvery {
 			if !followed[i] && answers[nonce('R', i)] > 0 {
 				followed[i] = true
-				thread := fmt.Sprintf("1700001000.%06d", i)
+				thread := rootTS(i)
 				sends.Go(func() {
-					s.send(fmt.Sprintf("EvF%04d", i), channelOf(i), nonce('F', i), fmt.Sprintf("1700002000.%06d", i), thread)
+					s.send(fmt.Sprintf("EvF%04d", i), channelOf(i), nonce('F', i), followTS(i), thread)
 				})
 			}
 		}
@@ -184,6 +184,17 @@ log:
 	checkStore(t, db, events)
 	checkPosts(t, slack)
 }
+
+// tsBase is the run's start in Unix seconds: the messages' Slack
+// timestamps are of today, as Slack's are. (Timestamps of 2023 made the
+// comments older than retention.comments, and a pruning round that came
+// during the run removed those of idle tasks.)
+var tsBase = time.Now().Unix()
+
+// rootTS is the Slack ts of thread i's root message, followTS of its
+// follow-up.
+func rootTS(i int) string   { return fmt.Sprintf("%d.%06d", tsBase-2000, i) }
+func followTS(i int) string { return fmt.Sprintf("%d.%06d", tsBase-1000, i) }
 
 // nonce names event i: R for a thread's root, F for its follow-up.
 func nonce(kind byte, i int) string { return fmt.Sprintf("%c%04d", kind, i) }
@@ -570,7 +581,7 @@ func checkPosts(t *testing.T, slack *slackfake.Server) {
 			continue
 		}
 		i, _ := strconv.Atoi(m[1])
-		if want := fmt.Sprintf("1700001000.%06d", i); c.ThreadTS != want || c.Channel != channelOf(i) {
+		if want := rootTS(i); c.ThreadTS != want || c.Channel != channelOf(i) {
 			t.Errorf("answer %q posted in %s thread %q, want %s thread %q", m[0], c.Channel, c.ThreadTS, channelOf(i), want)
 		}
 	}
