@@ -287,9 +287,11 @@ func TestEgressCredentialFromBash(t *testing.T) {
 	pattern := `printf '%s%s\n' ` + token[:8] + ` ` + token[8:]
 	n.srv.Script(
 		bashStep("curl -sS --max-time 20 https://"+hostport+"/; echo; curl -sS --max-time 20 -o /dev/null -w 'plain=%{http_code}' http://"+hostport+"/"),
-		bashStep(pattern+" | grep -rlsI --devices=skip --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev --exclude-dir=usr --exclude-dir=opt -f - /; "+
+		// The scan reads every file the sandbox shows: on a busy
+		// machine that took over a minute once, hence its own timeout.
+		llmtest.Call("Bash", fmt.Sprintf(`{"command":%q,"timeout_s":300}`, pattern+" | grep -rlsI --devices=skip --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev --exclude-dir=usr --exclude-dir=opt -f - /; "+
 			pattern+" | grep -las -f - /proc/[0-9]*/environ /proc/[0-9]*/cmdline; "+
-			"env | grep -c -f <("+pattern+"); echo \"ca=$SSL_CERT_FILE\"; echo scanned"),
+			"env | grep -c -f <("+pattern+"); echo \"ca=$SSL_CERT_FILE\"; echo scanned")),
 		llmtest.Transition("COMPLETE", "Fetched."),
 	)
 	code, stdout, stderr := n.run("fetch the private page")
