@@ -105,7 +105,7 @@ func fillSQLite(t *testing.T, path string) {
 	must(err)
 	must(st.OutboxFail(ctx, due[0].ID, "channel_not_found"))
 	// A message a deliverer holds: its claim copies as it is.
-	claimed, err := st.ClaimOutbox(ctx, core.PlatformSlack, "gateway-1", time.Now(), time.Hour, 1)
+	claimed, err := st.ClaimOutbox(ctx, core.PlatformSlack, "gateway-1", time.Now(), time.Hour, 1, 0)
 	must(err)
 	if len(claimed) != 1 {
 		t.Fatal("no slack message to claim")
@@ -273,7 +273,7 @@ func TestStoreCopy(t *testing.T) {
 	}
 	claimable := func(st core.Store) []int64 {
 		t.Helper()
-		msgs, err := st.ClaimOutbox(ctx, core.PlatformSlack, "gateway-2", time.Now(), time.Minute, 100)
+		msgs, err := st.ClaimOutbox(ctx, core.PlatformSlack, "gateway-2", time.Now(), time.Minute, 100, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -206,7 +206,11 @@ type OutboxStore interface {
 	// message is claimed returns nothing, so that its order holds.
 	// Concurrent claims, from any process, never return one message
 	// twice before its claim expires. limit <= 0 returns nothing.
-	ClaimOutbox(ctx context.Context, platform Platform, owner string, now time.Time, lease time.Duration, limit int) ([]OutboxMessage, error)
+	// afterTask > 0 claims only messages of tasks with a greater id: a
+	// deliverer whose claims all wait for a paced channel goes on past
+	// them in the next round, instead of claiming the same first tasks
+	// again while a quieter channel's, later in the order, wait.
+	ClaimOutbox(ctx context.Context, platform Platform, owner string, now time.Time, lease time.Duration, limit int, afterTask int64) ([]OutboxMessage, error)
 	// ReleaseOutbox ends owner's claims of messages ids without settling
 	// them: each is due again at once, to any owner, as it was before
 	// being claimed. untried says that none of them reached the platform;

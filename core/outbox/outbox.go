@@ -53,7 +53,7 @@ type Store interface {
 	// ClaimOutbox claims for owner, until now+lease, at most the first
 	// pending message of each task on platform, due at now and not under
 	// another unexpired claim; Claims counts the deliveries begun.
-	ClaimOutbox(ctx context.Context, platform core.Platform, owner string, now time.Time, lease time.Duration, limit int) ([]core.OutboxMessage, error)
+	ClaimOutbox(ctx context.Context, platform core.Platform, owner string, now time.Time, lease time.Duration, limit int, afterTask int64) ([]core.OutboxMessage, error)
 	// ReleaseOutbox hands owner's claims of ids back, not counted when
 	// untried.
 	ReleaseOutbox(ctx context.Context, owner string, untried bool, ids ...int64) error
@@ -158,6 +158,7 @@ type Deliverer struct {
 	cfg      Config
 	log      *slog.Logger
 	kick     chan struct{}
+	settle   chan struct{} // a delivery settled: its slot and channel are free
 	sem      chan struct{} // one token per delivery running
 	pace     pacer
 
@@ -227,6 +228,7 @@ func New(store Store, platform core.Platform, poster chat.Poster, cfg Config) *D
 		cfg:        cfg,
 		log:        cfg.Logger.With("component", "outbox", "platform", string(platform), "owner", cfg.Owner),
 		kick:       make(chan struct{}, 1),
+		settle:     make(chan struct{}, 1),
 		sem:        make(chan struct{}, cfg.Concurrency),
 		perChannel: max(1, cfg.Concurrency/4),
 		busy:       map[int64]bool{},
@@ -253,16 +255,45 @@ func (d *Deliverer) Run(ctx context.Context) error {
 	defer wg.Wait()
 	ticker := time.NewTicker(d.cfg.Poll)
 	defer ticker.Stop()
+	var after int64 // the round's claims start past this task
 	for {
-		if _, err := d.round(ctx, &wg, d.Kick); err != nil && ctx.Err() == nil {
+		r, err := d.round(ctx, &wg, d.settled, after)
+		if err != nil && ctx.Err() == nil {
 			d.log.Warn("read outbox", "err", err)
+		}
+		// A full batch with messages handed back may have more due tasks
+		// behind it, of quieter channels: the next round goes on past
+		// its last task, and once a round reaches the end, from the
+		// start again.
+		after = 0
+		if r.full && r.held > 0 {
+			after = r.last
+		}
+		kick := d.kick
+		if r.started == 0 && r.held > 0 {
+			// Every due message claimed waits for a channel or a slot this
+			// deliverer has busy, and a new one most likely queues behind
+			// them: until a delivery settles, kicks wait for the poll, so
+			// that a paced channel's backlog is not claimed and handed
+			// back for every message added to it.
+			kick = nil
 		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-ticker.C:
-		case <-d.kick:
+		case <-kick:
+		case <-d.settle:
 		}
+	}
+}
+
+// settled tells Run that a delivery settled, freeing its slot and its
+// channel. It never blocks; settles made while a read is pending coalesce.
+func (d *Deliverer) settled() {
+	select {
+	case d.settle <- struct{}{}:
+	default:
 	}
 }
 
@@ -273,27 +304,38 @@ func (d *Deliverer) Run(ctx context.Context) error {
 // exiting; tests use it to step the deliverer.
 func (d *Deliverer) Flush(ctx context.Context) (int, error) {
 	var wg sync.WaitGroup
-	n, err := d.round(ctx, &wg, nil)
+	r, err := d.round(ctx, &wg, nil, 0)
 	wg.Wait()
-	return n, err
+	return r.started, err
 }
 
-// round claims up to Batch due messages once and starts a delivery for
-// each, adding them to wg; done, when set, is called after each delivery
-// settles. A claimed message that cannot start now (every slot is taken,
-// its channel has perChannel deliveries under way, its task's previous
-// message is still settling here, the round ends early) is handed back
-// untried, due again at the next round. Claiming a whole batch rather
+// roundResult is what a round did.
+type roundResult struct {
+	started int   // deliveries started
+	held    int   // messages handed back for want of a free slot or channel
+	full    bool  // the claim returned a whole batch
+	last    int64 // the task of the last message claimed
+}
+
+// round claims up to Batch due messages of the tasks past after once and
+// starts a delivery for each, adding them to wg; done, when set, is called
+// after each delivery settles. A claimed message that cannot start
+// now (every slot is taken, its channel has perChannel deliveries under
+// way, its task's previous message is still settling here, the round ends
+// early) is handed back untried, due again at the next round. Claiming a whole batch rather
 // than the free slots only is what lets a task of a quiet channel start
 // while many tasks of a paced channel, earlier in the claims' order, wait.
-func (d *Deliverer) round(ctx context.Context, wg *sync.WaitGroup, done func()) (started int, err error) {
+func (d *Deliverer) round(ctx context.Context, wg *sync.WaitGroup, done func(), after int64) (r roundResult, err error) {
 	if len(d.sem) == cap(d.sem) {
-		return 0, nil
+		return r, nil
 	}
 	claimedAt := time.Now() // the lease's start, on the clock deadlines use
-	msgs, err := d.store.ClaimOutbox(ctx, d.platform, d.cfg.Owner, d.cfg.Now(), d.cfg.Lease, d.cfg.Batch)
+	msgs, err := d.store.ClaimOutbox(ctx, d.platform, d.cfg.Owner, d.cfg.Now(), d.cfg.Lease, d.cfg.Batch, after)
 	if err != nil {
-		return 0, err
+		return r, err
+	}
+	if len(msgs) > 0 {
+		r.full, r.last = len(msgs) == d.cfg.Batch, msgs[len(msgs)-1].TaskID
 	}
 	var back []int64
 	defer func() {
@@ -304,15 +346,16 @@ func (d *Deliverer) round(ctx context.Context, wg *sync.WaitGroup, done func()) 
 	for i, m := range msgs {
 		if ctx.Err() != nil {
 			back = append(back, ids(msgs[i:])...)
-			return started, nil
+			return r, nil
 		}
 		task, err := d.store.Task(ctx, m.TaskID)
 		if err != nil {
 			back = append(back, ids(msgs[i:])...)
-			return started, fmt.Errorf("task %d of outbox message %d: %w", m.TaskID, m.ID, err)
+			return r, fmt.Errorf("task %d of outbox message %d: %w", m.TaskID, m.ID, err)
 		}
 		if !d.claim(task) {
 			back = append(back, m.ID)
+			r.held++
 			continue
 		}
 		select {
@@ -320,9 +363,10 @@ func (d *Deliverer) round(ctx context.Context, wg *sync.WaitGroup, done func()) 
 		default:
 			d.release(task)
 			back = append(back, m.ID)
+			r.held++
 			continue
 		}
-		started++
+		r.started++
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -334,7 +378,7 @@ func (d *Deliverer) round(ctx context.Context, wg *sync.WaitGroup, done func()) 
 			}
 		}()
 	}
-	return started, nil
+	return r, nil
 }
 
 // handBack releases claims of messages this deliverer is not delivering

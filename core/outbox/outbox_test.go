@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -497,8 +498,8 @@ type signalStore struct {
 	reads chan struct{}
 }
 
-func (s signalStore) ClaimOutbox(ctx context.Context, p core.Platform, owner string, now time.Time, lease time.Duration, limit int) ([]core.OutboxMessage, error) {
-	msgs, err := s.Store.ClaimOutbox(ctx, p, owner, now, lease, limit)
+func (s signalStore) ClaimOutbox(ctx context.Context, p core.Platform, owner string, now time.Time, lease time.Duration, limit int, after int64) ([]core.OutboxMessage, error) {
+	msgs, err := s.Store.ClaimOutbox(ctx, p, owner, now, lease, limit, after)
 	select {
 	case s.reads <- struct{}{}:
 	default:
@@ -618,5 +619,60 @@ func TestPostFile(t *testing.T) {
 	}
 	if state, _ := h.state(t, outside); state != core.OutboxFailed {
 		t.Errorf("the message of a file outside the workspace is %s, want failed", state)
+	}
+}
+
+// countStore counts the deliverer's claims.
+type countStore struct {
+	outbox.Store
+	claims *atomic.Int64
+}
+
+func (s countStore) ClaimOutbox(ctx context.Context, p core.Platform, owner string, now time.Time, lease time.Duration, limit int, after int64) ([]core.OutboxMessage, error) {
+	s.claims.Add(1)
+	return s.Store.ClaimOutbox(ctx, p, owner, now, lease, limit, after)
+}
+
+// TestPacedBacklogNotClaimedPerKick: while every due message waits for a
+// paced channel's turn, a message added there (a kick) does not make the
+// deliverer claim and hand back the whole backlog again — only the poll
+// and a settled delivery do — and a message of another channel still goes
+// out at the next poll.
+func TestPacedBacklogNotClaimedPerKick(t *testing.T) {
+	const poll = 200 * time.Millisecond
+	h := newHarness(t, chat.Limits{Post: 100, Every: time.Hour}, outbox.Config{Concurrency: 8, Now: time.Now}, nil)
+	var claims atomic.Int64
+	d := outbox.New(countStore{Store: h.store, claims: &claims}, core.PlatformSlack, h.poster,
+		outbox.Config{Poll: poll, Concurrency: 8, Now: time.Now})
+	for i := range 20 {
+		h.post(t, h.task(t, "C1"), fmt.Sprintf("busy %d", i))
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	eventually(t, "the first post in C1", func() bool { return len(h.poster.Calls(true)) == 1 })
+
+	before := claims.Load()
+	const kicks = 100
+	start := time.Now()
+	for i := range kicks {
+		h.post(t, h.task(t, "C1"), fmt.Sprintf("more %d", i))
+		d.Kick()
+		time.Sleep(10 * time.Millisecond)
+	}
+	n := claims.Load() - before
+	polls := int64(time.Since(start)/poll) + 2
+	if n > polls {
+		t.Errorf("%d claims over %d kicks in %s, want at most %d (one a poll): the backlog was claimed again for kicks", n, kicks, time.Since(start).Round(time.Millisecond), polls)
+	}
+
+	h.post(t, h.task(t, "C2"), "elsewhere")
+	d.Kick()
+	eventually(t, "the post in the other channel", func() bool {
+		return slices.ContainsFunc(h.poster.Calls(true), func(c call) bool { return c.Channel == "C2" })
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
 	}
 }

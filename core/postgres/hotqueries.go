@@ -27,6 +27,7 @@ var hotQueries = []hotQuery{
 	{"ActiveJob", qActiveJob, ""},
 	{"JobEvents", qJobEvents, ""},
 	{"OutboxClaim", qOutboxClaim, ""},
+	{"OutboxRelease", qOutboxRelease, ""},
 	{"StatusMessage", qStatusMessage, ""},
 	{"RefMessage", qRefMessage, ""},
 	{"InboundKnown", qInboundKnown, ""},
@@ -51,7 +52,8 @@ var (
 		WHERE job_id = $1 ORDER BY id`
 	qOutboxClaim = `WITH picked AS MATERIALIZED (
 				SELECT o.id FROM outbox o JOIN tasks t ON t.id = o.task_id
-				WHERE t.platform = $1 AND o.state = $2 AND o.next_try_at <= $3 AND o.claimed_until <= $3
+				WHERE t.platform = $1 AND o.state = $2 AND o.task_id > $7
+				  AND o.next_try_at <= $3 AND o.claimed_until <= $3
 				  AND o.seq = (SELECT MIN(p.seq) FROM outbox p WHERE p.task_id = o.task_id AND p.state = $2)
 				ORDER BY o.task_id, o.seq
 				LIMIT $4
@@ -59,6 +61,8 @@ var (
 			UPDATE outbox o SET claimed_by = $5, claimed_until = $6, claims = o.claims + 1
 			FROM picked WHERE o.id = picked.id
 			RETURNING ` + outboxCols
+	qOutboxRelease = `UPDATE outbox SET claimed_by = '', claimed_until = 0, claims = GREATEST(claims - $2, 0)
+			WHERE claimed_by = $1 AND state = $3 AND id = ANY($4)`
 	qStatusMessage = `SELECT platform_msg_id FROM outbox
 		WHERE job_id = $1 AND kind = $2 AND ref = '' AND state = $3 AND platform_msg_id <> ''
 		ORDER BY id LIMIT 1`

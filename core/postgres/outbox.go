@@ -112,14 +112,14 @@ func (s *Store) DueOutbox(ctx context.Context, platform core.Platform, now time.
 // never becomes pending again, and Seqs are committed in order, see
 // insertOutbox). The candidates are materialized before the update, so
 // that the LIMIT applies once.
-func (s *Store) ClaimOutbox(ctx context.Context, platform core.Platform, owner string, now time.Time, lease time.Duration, limit int) ([]core.OutboxMessage, error) {
+func (s *Store) ClaimOutbox(ctx context.Context, platform core.Platform, owner string, now time.Time, lease time.Duration, limit int, afterTask int64) ([]core.OutboxMessage, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
 	var out []core.OutboxMessage
 	err := s.tx(ctx, func(tx db) error {
 		rows, err := tx.query(ctx, qOutboxClaim,
-			string(platform), string(core.OutboxPending), ms(now), limit, owner, ms(now.Add(lease)))
+			string(platform), string(core.OutboxPending), ms(now), limit, owner, ms(now.Add(lease)), afterTask)
 		out, err = collect(rows, err, scanOutbox)
 		return err
 	})
@@ -143,8 +143,7 @@ func (s *Store) ReleaseOutbox(ctx context.Context, owner string, untried bool, i
 		uncount = 1
 	}
 	err := s.tx(ctx, func(tx db) error {
-		_, err := tx.exec(ctx, `UPDATE outbox SET claimed_by = '', claimed_until = 0, claims = GREATEST(claims - $2, 0)
-			WHERE claimed_by = $1 AND state = $3 AND id = ANY($4)`, owner, uncount, string(core.OutboxPending), ids)
+		_, err := tx.exec(ctx, qOutboxRelease, owner, uncount, string(core.OutboxPending), ids)
 		return err
 	})
 	if err != nil {

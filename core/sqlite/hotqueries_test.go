@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -39,14 +40,18 @@ func params(q string) []any {
 	return make([]any, n)
 }
 
-// scans returns the plan steps of q that scan a whole table.
-func scans(ctx context.Context, db *sql.DB, q string) ([]string, error) {
-	rows, err := db.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, params(q)...)
+// plan returns the steps of q's query plan with args, or with every
+// parameter NULL when none are given.
+func plan(ctx context.Context, db *sql.DB, q string, args ...any) ([]string, error) {
+	if args == nil {
+		args = params(q)
+	}
+	rows, err := db.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("explain: %w", err)
 	}
 	defer rows.Close()
-	var bad []string
+	var steps []string
 	for rows.Next() {
 		var id, parent, notused int
 		var detail string
@@ -56,11 +61,27 @@ func scans(ctx context.Context, db *sql.DB, q string) ([]string, error) {
 		if testing.Verbose() {
 			fmt.Printf("\t%s\n", detail)
 		}
-		if fullScan.MatchString(detail) && !notStored.MatchString(detail) {
-			bad = append(bad, detail)
+		steps = append(steps, detail)
+	}
+	return steps, rows.Err()
+}
+
+// scans returns the plan steps of q that scan a whole table.
+func scans(ctx context.Context, db *sql.DB, q string) ([]string, error) {
+	steps, err := plan(ctx, db, q)
+	var bad []string
+	for _, s := range steps {
+		if fullScan.MatchString(s) && !notStored.MatchString(s) {
+			bad = append(bad, s)
 		}
 	}
-	return bad, rows.Err()
+	return bad, err
+}
+
+// takes reports whether one of q's plan steps begins with access.
+func takes(ctx context.Context, db *sql.DB, q, access string) (bool, []string, error) {
+	steps, err := plan(ctx, db, q)
+	return slices.ContainsFunc(steps, func(s string) bool { return strings.HasPrefix(s, access) }), steps, err
 }
 
 // TestHotQueriesUseIndexes: every query on a hot path (hotQueries) is
@@ -77,7 +98,39 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 			if len(bad) > 0 {
 				t.Errorf("%s scans a whole table: %q\n%s", q.name, bad, q.sql)
 			}
+			if q.by == "" {
+				return
+			}
+			ok, steps, err := takes(t.Context(), s.reader.DB, q.sql, q.by)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !ok {
+				t.Errorf("%s does not take %q: plan %q\n%s", q.name, q.by, steps, q.sql)
+			}
 		})
+	}
+}
+
+// TestAccessCheckerFlagsASearchByState: the access check can fail — the
+// hand-back of claims as it was once written, whose search by state reads
+// every pending message, does not take the primary key.
+func TestAccessCheckerFlagsASearchByState(t *testing.T) {
+	s := newStore(t)
+	for _, c := range []struct {
+		sql string
+		ok  bool
+	}{
+		{`UPDATE outbox SET claimed_by = '' WHERE claimed_by = ?1 AND state = 'pending' AND id IN (SELECT value FROM json_each(?2))`, false},
+		{qOutboxRelease, true},
+	} {
+		ok, steps, err := takes(t.Context(), s.reader.DB, c.sql, "SEARCH outbox USING INTEGER PRIMARY KEY")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok != c.ok {
+			t.Errorf("takes the primary key = %v, want %v (plan %q) for\n%s", ok, c.ok, steps, c.sql)
+		}
 	}
 }
 
@@ -133,24 +186,11 @@ func TestScanCheckerFlagsAHotQueryThatLostItsIndex(t *testing.T) {
 	}
 }
 
-// plan returns the detail of each step of SQLite's plan for q.
-func plan(t *testing.T, db *sql.DB, q string, args []any) string {
+// planText returns the steps of SQLite's plan for q with args, joined.
+func planText(t *testing.T, db *sql.DB, q string, args []any) string {
 	t.Helper()
-	rows, err := db.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+q, args...)
+	steps, err := plan(t.Context(), db, q, args...)
 	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var steps []string
-	for rows.Next() {
-		var id, parent, notused int
-		var detail string
-		if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
-			t.Fatal(err)
-		}
-		steps = append(steps, detail)
-	}
-	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
 	return strings.Join(steps, "; ")
@@ -176,7 +216,7 @@ func TestJobsOfATaskReadThroughItsIndex(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			q, args := jobsQuery(c.f)
-			if p := plan(t, s.reader.DB, q, args); !strings.Contains(p, "INDEX "+c.index+" ") {
+			if p := planText(t, s.reader.DB, q, args); !strings.Contains(p, "INDEX "+c.index+" ") {
 				t.Errorf("Jobs(%+v) plan: %s; want a search of %s\n%s", c.f, p, c.index, q)
 			}
 		})
@@ -184,7 +224,7 @@ func TestJobsOfATaskReadThroughItsIndex(t *testing.T) {
 	t.Run("unhinted", func(t *testing.T) {
 		q, args := jobsQuery(core.JobFilter{TaskID: 1, States: []core.JobState{core.JobSucceeded}, Limit: 1})
 		q = strings.Replace(q, " INDEXED BY jobs_task", "", 1)
-		if p := plan(t, s.reader.DB, q, args); !strings.Contains(p, "jobs_state") {
+		if p := planText(t, s.reader.DB, q, args); !strings.Contains(p, "jobs_state") {
 			t.Logf("without the hint this SQLite plans %s", p)
 		}
 	})

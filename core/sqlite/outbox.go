@@ -110,13 +110,17 @@ func (s *Store) DueOutbox(ctx context.Context, platform core.Platform, now time.
 }
 
 // dueOutbox selects the due messages of a platform (argument 1) at an
-// instant (argument 2, unix ms): each task's first pending message, when
-// its next try is due and it is not under a claim that lasts past the
+// instant (argument 2, unix ms) of the tasks past the one numbered by the
+// parameter after (its placeholder): each task's first pending message,
+// when its next try is due and it is not under a claim that lasts past the
 // instant, in (task, seq) order.
-const dueOutbox = `SELECT o.id FROM outbox o JOIN tasks t ON t.id = o.task_id
-	WHERE t.platform = ?1 AND o.state = 'pending' AND o.next_try_at <= ?2 AND o.claimed_until <= ?2
+func dueOutbox(after string) string {
+	return `SELECT o.id FROM outbox o JOIN tasks t ON t.id = o.task_id
+	WHERE t.platform = ?1 AND o.state = 'pending' AND o.task_id > ` + after + `
+	  AND o.next_try_at <= ?2 AND o.claimed_until <= ?2
 	  AND o.seq = (SELECT MIN(p.seq) FROM outbox p WHERE p.task_id = o.task_id AND p.state = 'pending')
 	ORDER BY o.task_id, o.seq`
+}
 
 // ClaimOutbox implements core.OutboxStore. The claim is one write
 // transaction: the store's single writer orders it with every other, so
@@ -124,12 +128,12 @@ const dueOutbox = `SELECT o.id FROM outbox o JOIN tasks t ON t.id = o.task_id
 // take one message twice. When nothing is claimable a read answers, and
 // the writer is spared a transaction: deliverers poll often and mostly
 // find nothing.
-func (s *Store) ClaimOutbox(ctx context.Context, platform core.Platform, owner string, now time.Time, lease time.Duration, limit int) ([]core.OutboxMessage, error) {
+func (s *Store) ClaimOutbox(ctx context.Context, platform core.Platform, owner string, now time.Time, lease time.Duration, limit int, afterTask int64) ([]core.OutboxMessage, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
 	var any int
-	err := s.reader.QueryRowContext(ctx, qOutboxDue, string(platform), ms(now)).Scan(&any)
+	err := s.reader.QueryRowContext(ctx, qOutboxDue, string(platform), ms(now), afterTask).Scan(&any)
 	if err != nil {
 		return nil, fmt.Errorf("claim %s outbox: %w", platform, err)
 	}
@@ -139,7 +143,7 @@ func (s *Store) ClaimOutbox(ctx context.Context, platform core.Platform, owner s
 	var out []core.OutboxMessage
 	err = s.tx(ctx, func(tx *txn) error {
 		out = out[:0]
-		rows, err := tx.QueryContext(ctx, qOutboxClaim, string(platform), ms(now), owner, ms(now.Add(lease)), limit)
+		rows, err := tx.QueryContext(ctx, qOutboxClaim, string(platform), ms(now), owner, ms(now.Add(lease)), limit, afterTask)
 		if err != nil {
 			return err
 		}
@@ -179,8 +183,7 @@ func (s *Store) ReleaseOutbox(ctx context.Context, owner string, untried bool, i
 	// One statement whatever the number of ids: the ids travel as a JSON
 	// array.
 	err = s.tx(ctx, func(tx *txn) error {
-		_, err := tx.ExecContext(ctx, `UPDATE outbox SET claimed_by = '', claimed_until = 0, claims = MAX(claims - ?2, 0)
-			WHERE claimed_by = ?1 AND state = 'pending' AND id IN (SELECT value FROM json_each(?3))`, owner, uncount, string(list))
+		_, err := tx.ExecContext(ctx, qOutboxRelease, owner, uncount, string(list))
 		return err
 	})
 	if err != nil {

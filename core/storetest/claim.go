@@ -46,7 +46,7 @@ func testClaimOutbox(t *testing.T, s core.Store) {
 
 	claim := func(owner string, at time.Time, limit int) []core.OutboxMessage {
 		t.Helper()
-		msgs, err := s.ClaimOutbox(ctx, core.PlatformSlack, owner, at, lease, limit)
+		msgs, err := s.ClaimOutbox(ctx, core.PlatformSlack, owner, at, lease, limit, 0)
 		if err != nil {
 			t.Fatalf("ClaimOutbox(%s): %v", owner, err)
 		}
@@ -121,7 +121,7 @@ func testClaimOutbox(t *testing.T, s core.Store) {
 	}
 
 	// Another platform's messages are its own.
-	d, err := s.ClaimOutbox(ctx, core.PlatformDiscord, "one", now, lease, 10)
+	d, err := s.ClaimOutbox(ctx, core.PlatformDiscord, "one", now, lease, 10, 0)
 	if err != nil || len(d) != 1 || d[0].Payload != "d1" {
 		t.Errorf("discord claim = %v, %v; want d1", payloads(d), err)
 	}
@@ -138,7 +138,7 @@ func testReleaseOutbox(t *testing.T, s core.Store) {
 	}
 	claimOne := func(owner string, wantClaims int) core.OutboxMessage {
 		t.Helper()
-		msgs, err := s.ClaimOutbox(ctx, core.PlatformSlack, owner, now, time.Hour, 10)
+		msgs, err := s.ClaimOutbox(ctx, core.PlatformSlack, owner, now, time.Hour, 10, 0)
 		if err != nil || len(msgs) != 1 || msgs[0].Claims != wantClaims {
 			t.Fatalf("ClaimOutbox(%s) = %+v, %v; want m with Claims %d", owner, msgs, err, wantClaims)
 		}
@@ -148,7 +148,7 @@ func testReleaseOutbox(t *testing.T, s core.Store) {
 	if err := s.ReleaseOutbox(ctx, "two", true, m.ID); err != nil {
 		t.Fatal(err)
 	}
-	if msgs, _ := s.ClaimOutbox(ctx, core.PlatformSlack, "two", now, time.Hour, 10); len(msgs) != 0 {
+	if msgs, _ := s.ClaimOutbox(ctx, core.PlatformSlack, "two", now, time.Hour, 10, 0); len(msgs) != 0 {
 		t.Fatalf("another owner's release freed the claim: %+v", msgs)
 	}
 	if err := s.ReleaseOutbox(ctx, "one", true, m.ID, 999); err != nil {
@@ -165,11 +165,46 @@ func testReleaseOutbox(t *testing.T, s core.Store) {
 	if err := s.ReleaseOutbox(ctx, "one", true, m.ID); err != nil {
 		t.Fatal(err)
 	}
-	if msgs, _ := s.ClaimOutbox(ctx, core.PlatformSlack, "one", now, time.Hour, 10); len(msgs) != 0 {
+	if msgs, _ := s.ClaimOutbox(ctx, core.PlatformSlack, "one", now, time.Hour, 10, 0); len(msgs) != 0 {
 		t.Errorf("a release after the send made the message due again: %+v", msgs)
 	}
 	if err := s.ReleaseOutbox(ctx, "one", true); err != nil {
 		t.Errorf("ReleaseOutbox of nothing: %v", err)
+	}
+}
+
+// testClaimOutboxAfter: a claim past a task starts with the next task's
+// first due message, and a claim past the last task finds none; what it
+// passed over is claimed from the start again.
+func testClaimOutboxAfter(t *testing.T, s core.Store) {
+	ctx := t.Context()
+	now := time.Now()
+	var tasks []core.Task
+	for i := range 4 {
+		task := newTask(t, s)
+		tasks = append(tasks, task)
+		for j := range 2 {
+			if err := s.AddOutbox(ctx, core.OutboxMessage{TaskID: task.ID, Kind: core.OutboxPost, Payload: fmt.Sprintf("t%d.%d", i, j)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	claim := func(owner string, after int64) []string {
+		t.Helper()
+		msgs, err := s.ClaimOutbox(ctx, core.PlatformSlack, owner, now, time.Hour, 2, after)
+		if err != nil {
+			t.Fatalf("ClaimOutbox(after %d): %v", after, err)
+		}
+		return payloads(msgs)
+	}
+	if d := diff([]string{"t2.0", "t3.0"}, claim("one", tasks[1].ID)); d != "" {
+		t.Errorf("a claim past the second task:\n%s", d)
+	}
+	if got := claim("one", tasks[3].ID); len(got) != 0 {
+		t.Errorf("a claim past the last task returned %v", got)
+	}
+	if d := diff([]string{"t0.0", "t1.0"}, claim("two", 0)); d != "" {
+		t.Errorf("a claim from the start after it:\n%s", d)
 	}
 }
 
@@ -192,7 +227,7 @@ func testClaimOutboxOrder(t *testing.T, s core.Store) {
 	}
 	var got []string
 	for round := 0; ; round++ {
-		msgs, err := s.ClaimOutbox(ctx, core.PlatformSlack, fmt.Sprint("owner-", round%3), time.Now(), time.Hour, 100)
+		msgs, err := s.ClaimOutbox(ctx, core.PlatformSlack, fmt.Sprint("owner-", round%3), time.Now(), time.Hour, 100, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -243,7 +278,7 @@ func testClaimOutboxConcurrent(t *testing.T, s core.Store) {
 			<-start
 			owner := fmt.Sprint("owner-", o)
 			for idle := 0; idle < 50; {
-				msgs, err := s.ClaimOutbox(ctx, core.PlatformSlack, owner, time.Now(), time.Hour, 3)
+				msgs, err := s.ClaimOutbox(ctx, core.PlatformSlack, owner, time.Now(), time.Hour, 3, 0)
 				if err != nil {
 					errs <- err
 					return

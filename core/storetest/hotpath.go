@@ -38,7 +38,7 @@ func HotPath(ctx context.Context, s core.Store, thread string) error {
 	if err != nil {
 		return fmt.Errorf("finish job: %w", err)
 	}
-	msgs, err := s.ClaimOutbox(ctx, core.PlatformSlack, "bench", time.Now(), time.Minute, 10)
+	msgs, err := s.ClaimOutbox(ctx, core.PlatformSlack, "bench", time.Now(), time.Minute, 10, 0)
 	if err != nil {
 		return fmt.Errorf("claim outbox: %w", err)
 	}

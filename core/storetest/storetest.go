@@ -84,6 +84,7 @@ var areas = []struct {
 		{"DueOutbox", testDueOutbox},
 		{"DueOutboxOrder", testDueOutboxOrder},
 		{"ClaimOutbox", testClaimOutbox},
+		{"ClaimOutboxAfter", testClaimOutboxAfter},
 		{"ReleaseOutbox", testReleaseOutbox},
 		{"ClaimOutboxOrder", testClaimOutboxOrder},
 		{"StatusMessage", testStatusMessage},
