@@ -92,6 +92,7 @@ type options struct {
 	target      time.Duration // the p99 the ingest run should stay under
 	keep        bool          // keep the work directory (config, store, logs) and a PostgreSQL schema
 	diskNoise   bool          // ingest: write and fsync 1 MB at a time in the work directory meanwhile (noise.go)
+	noiseRate   int           // MB/s the noise writes at most; 0: as fast as it can
 	fill        int           // tenths of a busy year written into the store before baton starts (storefill.Scale); 0: an empty store
 	progress    io.Writer     // where the steps are told; nil: nowhere
 }
@@ -127,6 +128,7 @@ func main() {
 	flag.DurationVar(&o.target, "target", 50*time.Millisecond, "ingest: p99 target")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (config, store, logs) and a PostgreSQL schema")
 	flag.BoolVar(&o.diskNoise, "disk-noise", false, "ingest: meanwhile write 1 MB and fsync it, in a loop, on the store's filesystem (the work directory)")
+	flag.IntVar(&o.noiseRate, "disk-noise-rate", 100, "ingest: the MB/s the disk noise writes and syncs at most; 0: as fast as it can (on a small machine the loop's own CPU then competes with the serve)")
 	flag.IntVar(&o.fill, "fill", 0, "write this many tenths of a busy year of finished work into the store before baton starts (10: 1M jobs, 300k tasks, 10M events); 0: an empty store")
 	flag.Parse()
 	o.progress = os.Stderr
@@ -275,13 +277,18 @@ workers:
 }
 
 // environ is a baton process's whole environment: data_dir, the store,
-// the queue, the model and Slack's secrets.
+// the queue, the model and Slack's secrets, and the load test's own
+// BATON_LOG_LEVEL when set (debug logs the store's WAL checkpoints and
+// restarts with their pauses).
 func environ(dir, dataDir string, db *database, redisURL, llmURL, secret string) []string {
 	env := []string{
 		"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "TMPDIR=" + os.TempDir(),
 		"BATON_DATA_DIR=" + dataDir, "DATABASE_URL=" + db.url,
 		"OPENAI_BASE_URL=" + llmURL, "OPENAI_API_KEY=sk-load",
 		"SLACK_BOT_TOKEN=xoxb-load", "SLACK_SIGNING_SECRET=" + secret,
+	}
+	if level := os.Getenv("BATON_LOG_LEVEL"); level != "" {
+		env = append(env, "BATON_LOG_LEVEL="+level)
 	}
 	if redisURL != "" {
 		env = append(env, "REDIS_URL="+redisURL)

@@ -17,7 +17,11 @@ import (
 // the last job has been claimed. The file is cut back to nothing every
 // noiseFileSize, so that the loop keeps allocating blocks (and so
 // journaling them) as a log writer or a database's bulk load does, and
-// the disk never fills.
+// the disk never fills. The loop writes at most -disk-noise-rate MB a
+// second (default 100, a heavy neighbour: a database's bulk load, a busy
+// log); unbounded, writing and syncing a megabyte in under a millisecond
+// on a fast disk, the loop itself takes half a core of system time, which
+// on a two-core machine is the serve's share of the CPU, not of the disk.
 
 const (
 	noiseWrite    = 1 << 20  // bytes of each write, fsynced before the next
@@ -67,8 +71,12 @@ func (o options) startNoise(dir string) (stop func() *noiseResult, err error) {
 		return nil, fmt.Errorf("disk noise: %w", err)
 	}
 	quit, done := make(chan struct{}), make(chan *noiseResult, 1)
-	o.say("disk noise: writing 1 MB and fsyncing it in a loop in %s…", dir)
-	go func() { done <- noiseLoop(f, quit) }()
+	pace := "as fast as it can"
+	if o.noiseRate > 0 {
+		pace = fmt.Sprintf("at most %d MB/s", o.noiseRate)
+	}
+	o.say("disk noise: writing 1 MB and fsyncing it in a loop, %s, in %s…", pace, dir)
+	go func() { done <- noiseLoop(f, o.noiseRate, quit) }()
 	return func() *noiseResult {
 		close(quit)
 		res := <-done
@@ -78,9 +86,10 @@ func (o options) startNoise(dir string) (stop func() *noiseResult, err error) {
 	}, nil
 }
 
-// noiseLoop appends a megabyte of random bytes to f and fsyncs it until
-// quit is closed or a write fails.
-func noiseLoop(f *os.File, quit <-chan struct{}) *noiseResult {
+// noiseLoop appends a megabyte of random bytes to f and fsyncs it, at
+// most rate times a second (0: no pause), until quit is closed or a write
+// fails.
+func noiseLoop(f *os.File, rate int, quit <-chan struct{}) *noiseResult {
 	buf := make([]byte, noiseWrite)
 	_, _ = rand.Read(buf)
 	var (
@@ -122,5 +131,13 @@ func noiseLoop(f *os.File, quit <-chan struct{}) *noiseResult {
 		}
 		syncs = append(syncs, time.Since(t))
 		res.Writes++
+		if rate > 0 {
+			next := start.Add(time.Duration(res.Writes) * time.Second / time.Duration(rate))
+			select {
+			case <-quit:
+				return &res
+			case <-time.After(time.Until(next)):
+			}
+		}
 	}
 }
