@@ -234,6 +234,9 @@ type HTTPConfig struct {
 // AdminConfig is the optional separate listener for metrics and health.
 type AdminConfig struct {
 	Addr string `yaml:"addr"`
+	// Pprof serves Go's runtime profiles (heap, CPU, goroutines) at
+	// /debug/pprof/ on Addr, which it needs: never on http.addr.
+	Pprof bool `yaml:"pprof"`
 }
 
 // APIConfig configures the task API.
@@ -1156,6 +1159,9 @@ func (c Config) Validate() error {
 	v.addr("http.addr", c.HTTP.Addr, true)
 	v.positive("http.max_connections", int64(c.HTTP.MaxConnections))
 	v.addr("admin.addr", c.Admin.Addr, false)
+	if c.Admin.Pprof && c.Admin.Addr == "" {
+		v.fail("admin.pprof", "needs admin.addr: Go's profiles are served only on the operations listener, never on http.addr, which Slack and the task API reach")
+	}
 	if o := c.UI.OIDC; o.Issuer != "" {
 		v.url("ui.oidc.issuer", o.Issuer, true, "https", "http")
 		v.nonEmpty("ui.oidc.client_id", o.ClientID)

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -66,6 +67,7 @@ func (m *Main) serveAll(ctx context.Context, cmd string, workers bool) error {
 			return err
 		}
 		ops = http.NewServeMux()
+		m.profileRoutes(ops)
 		adminSrv = newHTTPServer(ops, m.Logger)
 		aln = limitConns(aln, m.Config.HTTP.MaxConnections)
 		go func() { adminErr <- adminSrv.Serve(aln) }()
@@ -229,6 +231,7 @@ func (m *Main) startWorkerOps(ctx context.Context, sys *system, fail context.Can
 	live, end := context.WithCancel(ctx)
 	o.end = end
 	mux := http.NewServeMux()
+	m.profileRoutes(mux)
 	sys.metrics.watch(gauges{store: sys.store, queue: sys.queue})
 	sys.opsRoutes(live, mux)
 	o.srv = newHTTPServer(mux, m.Logger)
@@ -549,6 +552,21 @@ func (s *system) opsRoutes(live context.Context, mux *http.ServeMux) {
 		}
 	})
 	mux.Handle("GET /metrics", s.metrics.handler())
+}
+
+// profileRoutes serves Go's runtime profiles under /debug/pprof/ on mux
+// when admin.pprof is on; mux must be admin.addr's (the configuration
+// refuses admin.pprof without it).
+func (m *Main) profileRoutes(mux *http.ServeMux) {
+	if !m.Config.Admin.Pprof {
+		return
+	}
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	m.Logger.Info("Go's runtime profiles on admin.addr at /debug/pprof/ (admin.pprof)")
 }
 
 // heartbeatEvery is how often /readyz's store heartbeat writes;

@@ -114,6 +114,40 @@ func TestServeAdminAddr(t *testing.T) {
 	}
 }
 
+// TestServeProfiles: admin.pprof serves Go's profiles on admin.addr only,
+// and is refused without admin.addr.
+func TestServeProfiles(t *testing.T) {
+	env := map[string]string{"BATON_DATA_DIR": t.TempDir(), "OPENAI_API_KEY": "sk-test"}
+	conf := writeConfig(t, "http:\n  addr: 127.0.0.1:0\nadmin:\n  pprof: true\ntools:\n  bash:\n    sandbox: none\n")
+	if code, _, stderr := runMain(t, env, "serve", "--config", conf); code != 2 || !strings.Contains(stderr, "admin.pprof") || !strings.Contains(stderr, "needs admin.addr") {
+		t.Errorf("admin.pprof without admin.addr: exit %d, stderr %q; want 2 naming admin.pprof and admin.addr", code, stderr)
+	}
+
+	conf = writeConfig(t, "http:\n  addr: 127.0.0.1:0\nadmin:\n  addr: 127.0.0.1:0\n  pprof: true\ntools:\n  bash:\n    sandbox: none\n")
+	r := runBackground(t, env, "serve", "--config", conf)
+	defer r.stop()
+	admin := "http://" + r.logged(t, `admin endpoints on" addr=(\S+)`)
+	pub := "http://" + r.logged(t, `baton serve started" http=(\S+)`)
+	get := func(url string) (int, string) {
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get(admin + "/debug/pprof/heap?debug=1"); code != http.StatusOK || !strings.Contains(body, "heap profile") {
+		t.Errorf("admin.addr heap profile: %d %.80q, want 200 and a heap profile", code, body)
+	}
+	if code, body := get(admin + "/debug/pprof/goroutine?debug=1"); code != http.StatusOK || !strings.Contains(body, "goroutine profile") {
+		t.Errorf("admin.addr goroutine profile: %d %.80q", code, body)
+	}
+	if code, _ := get(pub + "/debug/pprof/heap"); code != http.StatusNotFound {
+		t.Errorf("http.addr /debug/pprof/heap = %d, want 404", code)
+	}
+}
+
 // TestServeSlackCredentials: a refused bot token stops baton serve with a
 // clear line; an accepted one makes /readyz say ready.
 func TestServeSlackCredentials(t *testing.T) {

@@ -277,9 +277,10 @@ workers:
 }
 
 // environ is a baton process's whole environment: data_dir, the store,
-// the queue, the model and Slack's secrets, and the load test's own
-// BATON_LOG_LEVEL when set (debug logs the store's WAL checkpoints and
-// restarts with their pauses).
+// the queue, the model and Slack's secrets, and the load test's own BATON_
+// variables, but BATON_DATA_DIR (BATON_LOG_LEVEL=debug logs the store's
+// WAL checkpoints and restarts with their pauses; BATON_ADMIN_ADDR and
+// BATON_ADMIN_PPROF=true serve Go's profiles, their address in the log).
 func environ(dir, dataDir string, db *database, redisURL, llmURL, secret string) []string {
 	env := []string{
 		"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "TMPDIR=" + os.TempDir(),
@@ -287,8 +288,10 @@ func environ(dir, dataDir string, db *database, redisURL, llmURL, secret string)
 		"OPENAI_BASE_URL=" + llmURL, "OPENAI_API_KEY=sk-load",
 		"SLACK_BOT_TOKEN=xoxb-load", "SLACK_SIGNING_SECRET=" + secret,
 	}
-	if level := os.Getenv("BATON_LOG_LEVEL"); level != "" {
-		env = append(env, "BATON_LOG_LEVEL="+level)
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "BATON_") && !strings.HasPrefix(kv, "BATON_DATA_DIR=") {
+			env = append(env, kv)
+		}
 	}
 	if redisURL != "" {
 		env = append(env, "REDIS_URL="+redisURL)
