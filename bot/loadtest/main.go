@@ -299,7 +299,12 @@ func environ(dir, dataDir string, db *database, redisURL, llmURL, secret string)
 	return env
 }
 
-var serveStarted = regexp.MustCompile(`baton serve started" http=(\S+)`)
+var (
+	serveStarted = regexp.MustCompile(`baton serve started" http=(\S+)`)
+	// serveAdmin is the admin.addr in the same line, when one is set
+	// (BATON_ADMIN_ADDR): /metrics is served there.
+	serveAdmin = regexp.MustCompile(`baton serve started" http=\S+ admin=(\S+)`)
+)
 
 // served is a baton serve of a run's own, started with the fakes it
 // talks to (the scripted model completing every job at once, the fake
@@ -311,6 +316,7 @@ type served struct {
 	db      *database // the run's store
 	serve   *process
 	base    string // the serve's HTTP base URL
+	ops     string // the base URL of its /metrics: admin.addr's when set, else base
 	secret  string // the Slack signing secret the events are signed with
 	closers []func()
 }
@@ -368,7 +374,12 @@ func (o options) startServe(ctx context.Context, prefix string) (_ *served, err 
 	if err != nil {
 		return nil, err
 	}
-	s.base = "http://" + addr
+	s.base, s.ops = "http://"+addr, "http://"+addr
+	if log, err := os.ReadFile(logPath); err == nil {
+		if m := serveAdmin.FindSubmatch(log); m != nil {
+			s.ops = "http://" + string(m[1])
+		}
+	}
 	return s, nil
 }
 

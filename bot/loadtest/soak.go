@@ -141,7 +141,7 @@ func runSoak(ctx context.Context, o options) (res soakResult, err error) {
 	}
 	res.Store = s.db.String()
 	db, serve, base, secret := s.db, s.serve, s.base, s.secret
-	w := newWatch(serve.cmd.Process.Pid, base)
+	w := newWatch(serve.cmd.Process.Pid, s.ops)
 	defer w.close()
 
 	if res.Before, err = w.idle(ctx); err != nil {

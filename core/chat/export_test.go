@@ -6,3 +6,10 @@ func ProgressEntries(s *Service) int {
 	defer s.mu.Unlock()
 	return len(s.progress)
 }
+
+// StatusEntries is how many jobs' last status write s remembers.
+func StatusEntries(s *Service) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.statusAt)
+}

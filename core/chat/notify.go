@@ -103,7 +103,7 @@ func (s *Service) Claimed(ctx context.Context, j core.Job) []core.OutboxMessage 
 	// The claimed status counts as the first edit: progress follows it
 	// statusEvery later at the soonest.
 	s.mu.Lock()
-	s.statusAt[j.ID] = s.cfg.Now()
+	s.statusWritten(j.ID, s.cfg.Now())
 	s.mu.Unlock()
 	return compact(j, react(j.TriggerMsgID, EmojiClaimed), s.runningMsg(j.ID, s.say("claimed", "piece", j.Piece)))
 }
@@ -260,6 +260,9 @@ func (s *Service) uploads(task core.Task, j core.Job) []core.OutboxMessage {
 // ran and that the job never saw starts a follow-up job.
 func (s *Service) Finished(ctx context.Context, j core.Job, fin core.Finish) {
 	defer s.cfg.Kick()
+	s.mu.Lock()
+	delete(s.statusAt, j.ID) // a job claimed again starts afresh
+	s.mu.Unlock()
 	if fin.SeenCommentID == 0 || (j.State != core.JobSucceeded && j.State != core.JobFailed) {
 		return
 	}
@@ -293,6 +296,20 @@ func (s *Service) Finished(ctx context.Context, j core.Job, fin core.Finish) {
 // statusEvery is the least time between two edits of a job's status.
 const statusEvery = 2 * time.Second
 
+// maxStatusJobs bounds the jobs whose last status write the service
+// remembers: a guard for jobs whose end it is never told (Finished forgets
+// each job's), past which it forgets them all.
+const maxStatusJobs = 10_000
+
+// statusWritten records that job id's status was written at at. s.mu must
+// be held.
+func (s *Service) statusWritten(id int64, at time.Time) {
+	if len(s.statusAt) >= maxStatusJobs {
+		clear(s.statusAt)
+	}
+	s.statusAt[id] = at
+}
+
 var _ engine.Observer = (*Service)(nil)
 
 // Observe implements engine.Observer: the job's status message shows its
@@ -304,10 +321,7 @@ func (s *Service) Observe(ctx context.Context, st engine.Status) {
 		s.mu.Unlock()
 		return
 	}
-	s.statusAt[st.JobID] = now
-	if len(s.statusAt) > 10_000 { // forget finished jobs now and then
-		clear(s.statusAt)
-	}
+	s.statusWritten(st.JobID, now)
 	s.mu.Unlock()
 	j := core.Job{ID: st.JobID, TaskID: st.TaskID}
 	task, ok := s.speaks(ctx, j)

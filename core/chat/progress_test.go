@@ -166,7 +166,8 @@ func TestStaleRunRecordsNoProgress(t *testing.T) {
 // TestProgressForgetsFinishedJobs: the service does not keep the progress
 // of every job it ever ran; past maxProgress (10,000) the finished jobs'
 // entries go, and a progress event told after a job's end still writes
-// nothing.
+// nothing. Nor does it keep when it last wrote each job's status (here
+// Finished is never told: the bound is what forgets them).
 func TestProgressForgetsFinishedJobs(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "baton.db")
@@ -191,10 +192,44 @@ func TestProgressForgetsFinishedJobs(t *testing.T) {
 	if n := chat.ProgressEntries(svc); n > 10_001 || n < 1 {
 		t.Errorf("%d jobs' progress kept after %d finished, want at most 10,001", n, jobs)
 	}
+	if n := chat.StatusEntries(svc); n > 10_000 {
+		t.Errorf("%d jobs' status times kept after %d claimed and never finished, want at most 10,000", n, jobs)
+	}
 	// The last job's entry is kept: what it is told now is dropped.
 	before := chat.ProgressEntries(svc)
 	svc.Progress(ctx, core.ProgressEvent{JobID: jobs, TaskID: task.ID, Kind: core.ProgressText, Text: "late", At: time.Now()})
 	if n := chat.ProgressEntries(svc); n != before {
 		t.Errorf("a late event of a finished job made an entry: %d entries, want %d", n, before)
+	}
+}
+
+// TestFinishedForgetsStatusTime: a job that ends leaves nothing of its
+// status writes behind. The claim used to note the time of the job's first
+// status write in a map that only a later progress write bounded, which a
+// job finishing within statusEvery never made: one entry for every job a
+// long-running process ran (a 500,000-event soak's heap grew by it).
+func TestFinishedForgetsStatusTime(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "baton.db")
+	st, err := sqlite.Open(ctx, path, sqlite.Options{WorkspaceRoot: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	svc := chat.NewService(st, &recordingQueue{}, chat.Config{DefaultPiece: "chat"})
+	task, _, err := st.EnsureTask(ctx, core.Task{Thread: thread, OwnerUser: "slack:U1", Title: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id := int64(1); id <= 100; id++ {
+		j := core.Job{ID: id, TaskID: task.ID, Piece: "chat", Attempt: 1, State: core.JobRunning}
+		svc.Claimed(ctx, j)
+		fin := core.Finish{To: core.JobSucceeded, ResultSummary: "done"}
+		svc.Finishing(ctx, j, fin)
+		j.State = core.JobSucceeded
+		svc.Finished(ctx, j, fin)
+	}
+	if n := chat.StatusEntries(svc); n != 0 {
+		t.Errorf("%d jobs' status times kept after all ended, want 0", n)
 	}
 }
