@@ -352,7 +352,7 @@ func (o options) startServe(ctx context.Context, prefix string) (_ *served, err 
 	}
 	s.db, s.closers = db, append(s.closers, drop)
 
-	llm := llmtest.Start(complaints{})
+	llm := llmtest.Start(complaints{}, llmtest.WithoutRequestLog())
 	s.closers = append(s.closers, llm.Close)
 	llm.Handle(func(llmtest.Request) llmtest.Step { return llmtest.Transition("COMPLETE", "ok") })
 	slack := fakeSlack()

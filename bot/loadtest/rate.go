@@ -136,7 +136,7 @@ func runRates(ctx context.Context, o options) ([]rateResult, error) {
 		}
 		defer stop()
 	}
-	llm := llmtest.Start(complaints{})
+	llm := llmtest.Start(complaints{}, llmtest.WithoutRequestLog())
 	defer llm.Close()
 	llm.Handle(jobScript(o.think))
 	slack := fakeSlack()

@@ -45,6 +45,8 @@ type Server struct {
 	steps    []Step    // guarded by mu: what is left of the script
 	handler  Handler   // guarded by mu
 	requests []Request // guarded by mu
+	received int       // guarded by mu: requests received, kept or not
+	forget   bool      // requests are counted, not kept (WithoutRequestLog)
 	calls    int       // guarded by mu: tool call ids handed out
 	replies  int       // guarded by mu: completion ids handed out
 
@@ -55,6 +57,11 @@ type Server struct {
 
 // Option configures a Server.
 type Option func(*Server)
+
+// WithoutRequestLog makes the server count the requests it receives
+// without keeping them (Requests returns none): a load generator's server
+// answering millions of requests would otherwise hold every one.
+func WithoutRequestLog() Option { return func(s *Server) { s.forget = true } }
 
 // WithAPIKey makes the server answer 401 to requests without the header
 // "Authorization: Bearer <key>".
@@ -158,8 +165,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	req.Header, req.Query = r.Header.Clone(), r.URL.Query()
 	s.mu.Lock()
-	s.requests = append(s.requests, req)
-	n := len(s.requests)
+	if !s.forget {
+		s.requests = append(s.requests, req)
+	}
+	s.received++
+	n := s.received
 	var step Step
 	scripted := len(s.steps) > 0
 	if scripted {
