@@ -128,15 +128,7 @@ func TestServeProfiles(t *testing.T) {
 	defer r.stop()
 	admin := "http://" + r.logged(t, `admin endpoints on" addr=(\S+)`)
 	pub := "http://" + r.logged(t, `baton serve started" http=(\S+)`)
-	get := func(url string) (int, string) {
-		resp, err := http.Get(url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	get := func(url string) (int, string) { return httpGet(t, url) }
 	if code, body := get(admin + "/debug/pprof/heap?debug=1"); code != http.StatusOK || !strings.Contains(body, "heap profile") {
 		t.Errorf("admin.addr heap profile: %d %.80q, want 200 and a heap profile", code, body)
 	}

@@ -19,12 +19,7 @@ import (
 // the final view holds the whole state and the answer.
 func TestProgressCoalesced(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "baton.db")
-	st, err := sqlite.Open(ctx, path, sqlite.Options{WorkspaceRoot: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st, path := openProgressStore(t)
 	db, err := sql.Open("sqlite", path)
 	if err != nil {
 		t.Fatal(err)
@@ -170,12 +165,7 @@ func TestStaleRunRecordsNoProgress(t *testing.T) {
 // Finished is never told: the bound is what forgets them).
 func TestProgressForgetsFinishedJobs(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "baton.db")
-	st, err := sqlite.Open(ctx, path, sqlite.Options{WorkspaceRoot: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st, _ := openProgressStore(t)
 	svc := chat.NewService(st, &recordingQueue{}, chat.Config{DefaultPiece: "chat",
 		Progress: map[core.Platform]chat.ProgressSettings{core.PlatformSlack: {Stream: true, Interval: time.Hour}}})
 	task, _, err := st.EnsureTask(ctx, core.Task{Thread: thread, OwnerUser: "slack:U1", Title: "t"})
@@ -210,12 +200,7 @@ func TestProgressForgetsFinishedJobs(t *testing.T) {
 // long-running process ran (a 500,000-event soak's heap grew by it).
 func TestFinishedForgetsStatusTime(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "baton.db")
-	st, err := sqlite.Open(ctx, path, sqlite.Options{WorkspaceRoot: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st, _ := openProgressStore(t)
 	svc := chat.NewService(st, &recordingQueue{}, chat.Config{DefaultPiece: "chat"})
 	task, _, err := st.EnsureTask(ctx, core.Task{Thread: thread, OwnerUser: "slack:U1", Title: "t"})
 	if err != nil {
@@ -232,4 +217,17 @@ func TestFinishedForgetsStatusTime(t *testing.T) {
 	if n := chat.StatusEntries(svc); n != 0 {
 		t.Errorf("%d jobs' status times kept after all ended, want 0", n)
 	}
+}
+
+// openProgressStore opens a SQLite store in a temporary directory, closed
+// when the test ends, and returns it with its file's path.
+func openProgressStore(t *testing.T) (*sqlite.Store, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "baton.db")
+	st, err := sqlite.Open(context.Background(), path, sqlite.Options{WorkspaceRoot: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st, path
 }

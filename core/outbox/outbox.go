@@ -319,12 +319,13 @@ type roundResult struct {
 
 // round claims up to Batch due messages of the tasks past after once and
 // starts a delivery for each, adding them to wg; done, when set, is called
-// after each delivery settles. A claimed message that cannot start
-// now (every slot is taken, its channel has perChannel deliveries under
-// way, its task's previous message is still settling here, the round ends
-// early) is handed back untried, due again at the next round. Claiming a whole batch rather
-// than the free slots only is what lets a task of a quiet channel start
-// while many tasks of a paced channel, earlier in the claims' order, wait.
+// after each delivery settles. A claimed message that cannot start now
+// (every slot is taken, its channel has perChannel deliveries under way,
+// its task's previous message is still settling here, the round ends
+// early) is handed back untried, due again at the next round. Claiming a
+// whole batch rather than the free slots only is what lets a task of a
+// quiet channel start while many tasks of a paced channel, earlier in the
+// claims' order, wait.
 func (d *Deliverer) round(ctx context.Context, wg *sync.WaitGroup, done func(), after int64) (r roundResult, err error) {
 	if len(d.sem) == cap(d.sem) {
 		return r, nil
